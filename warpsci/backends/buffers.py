@@ -1,0 +1,24 @@
+"""The framework-owned arrays of a vector environment, passed to every kernel as one namedtuple.
+
+Passing all arrays inside tuples is also what lets Numba's CUDA simulator hand plain numpy arrays to
+the compiled environment functions.
+"""
+
+from collections import namedtuple
+
+EnvBuffers = namedtuple(
+    "EnvBuffers",
+    [
+        "obs",  # (num_envs, num_agents, *obs_shape) float32: observation after the step (post reset)
+        "final_obs",  # same shape: observation that ended the episode, where one ended
+        "actions",  # (num_envs, num_agents[, action_dim]): actions applied by the next step
+        "rewards",  # (num_envs, num_agents) float32
+        "terminated",  # (num_envs,) bool
+        "truncated",  # (num_envs,) bool
+        "elapsed",  # (num_envs,) int32: steps taken in the current episode
+        "tick",  # (num_envs,) int64: steps taken since the environment was seeded
+        "episode_return",  # (num_envs, num_agents) float32: return of the running episode
+        "final_return",  # (num_envs, num_agents) float32: return of the episode that just ended
+        "final_length",  # (num_envs,) int32: length of the episode that just ended
+    ],
+)

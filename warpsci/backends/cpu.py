@@ -1,0 +1,64 @@
+"""CPU backend: a ``numba.njit(parallel=True)`` loop over environments; agents and phases in order."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from numba import njit, prange
+
+from warpsci.backends.kernel_parts import make_kernel_parts
+from warpsci.environment import EnvironmentDefinition
+
+
+class CpuKernels:
+    """Reset and step of every environment at once, on numpy arrays (views of CPU tensors)."""
+
+    def __init__(self, definition: EnvironmentDefinition) -> None:
+        self._reset_all, self._step_all = _compile(definition)
+
+    def reset(self, state: Any, params: Any, buffers: Any, seed: int) -> None:
+        """Reset every environment with ``seed`` and write the first observations."""
+        self._reset_all(state, params, buffers, seed)
+
+    def step(self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int) -> None:
+        """Apply ``buffers.actions`` to every environment, autoresetting those that finish."""
+        self._step_all(state, params, buffers, seed, max_episode_steps)
+
+
+@functools.cache
+def _compile(definition: EnvironmentDefinition):
+    parts = make_kernel_parts(definition)
+    agent_phase = parts.agent_phase
+    finish_environment = parts.finish_environment
+    close_episode = parts.close_episode
+    reset_finished_agent = parts.reset_finished_agent
+    reset_agent_fresh = parts.reset_agent_fresh
+    observe = parts.observe
+    num_phases = parts.num_step_phases
+
+    @njit(parallel=True)
+    def reset_all(state, params, buffers, seed):
+        num_envs, num_agents = buffers.rewards.shape
+        for env in prange(num_envs):
+            for agent in range(num_agents):
+                reset_agent_fresh(state, params, buffers, seed, env, agent)
+            for agent in range(num_agents):
+                observe(state, params, buffers, env, agent)
+
+    @njit(parallel=True)
+    def step_all(state, params, buffers, seed, max_episode_steps):
+        num_envs, num_agents = buffers.rewards.shape
+        for env in prange(num_envs):
+            for phase in range(num_phases):
+                for agent in range(num_agents):
+                    agent_phase(state, params, buffers, seed, env, agent, phase)
+            finish_environment(state, params, buffers, max_episode_steps, env)
+            for agent in range(num_agents):
+                close_episode(state, params, buffers, env, agent)
+            for agent in range(num_agents):
+                reset_finished_agent(state, params, buffers, seed, env, agent)
+            for agent in range(num_agents):
+                observe(state, params, buffers, env, agent)
+
+    return reset_all, step_all

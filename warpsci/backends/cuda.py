@@ -1,0 +1,126 @@
+"""CUDA backend: agents are threads, environments are packed into blocks.
+
+A block is ``(agent_threads, envs_per_block)`` threads: ``threadIdx.x`` walks the agents of one
+environment (striding when there are more agents than threads) and ``threadIdx.y`` picks the
+environment within the block. A single-agent environment therefore gets one thread per environment,
+32 environments to a warp, instead of wasting 31 of 32 lanes. Where agents read each other's results
+(between phases, before a reset, before observing), ``cuda.syncthreads()`` separates the pieces;
+single-agent kernels are compiled without barriers.
+
+Kernels are launched on a given stream (torch's current stream, by default), so they order with
+torch's work and can be captured in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
+from numba import cuda
+
+from warpsci.backends.kernel_parts import make_kernel_parts
+from warpsci.environment import EnvironmentDefinition
+
+#: Default threads per block; see ``benchmarks/`` for the block-size search.
+DEFAULT_THREADS_PER_BLOCK = 128
+_MAX_THREADS_PER_BLOCK = 1024
+
+
+class CudaKernels:
+    """Reset and step of every environment at once, on CUDA arrays (views of CUDA tensors).
+
+    Args:
+        definition: The environment.
+        num_envs: Number of environments.
+        num_agents: Agents per environment.
+        threads_per_block: Threads per block (default 128); rounded down to whole environments.
+    """
+
+    def __init__(
+        self,
+        definition: EnvironmentDefinition,
+        num_envs: int,
+        num_agents: int,
+        threads_per_block: int = DEFAULT_THREADS_PER_BLOCK,
+    ) -> None:
+        if not 1 <= threads_per_block <= _MAX_THREADS_PER_BLOCK:
+            raise ValueError(
+                f"threads_per_block must be in [1, {_MAX_THREADS_PER_BLOCK}], got {threads_per_block}"
+            )
+        self._reset_kernel, self._step_kernel = _compile(definition, num_agents > 1)
+        agent_threads = min(num_agents, threads_per_block)
+        envs_per_block = max(1, threads_per_block // agent_threads)
+        self.block = (agent_threads, envs_per_block)
+        self.grid = (num_envs + envs_per_block - 1) // envs_per_block
+
+    def reset(self, state: Any, params: Any, buffers: Any, seed: int, stream: Any = 0) -> None:
+        """Reset every environment with ``seed`` and write the first observations."""
+        self._reset_kernel[self.grid, self.block, stream](state, params, buffers, seed)
+
+    def step(
+        self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int, stream: Any = 0
+    ) -> None:
+        """Apply ``buffers.actions`` to every environment, autoresetting those that finish."""
+        self._step_kernel[self.grid, self.block, stream](
+            state, params, buffers, seed, max_episode_steps
+        )
+
+
+@functools.cache
+def _compile(definition: EnvironmentDefinition, use_barriers: bool):
+    parts = make_kernel_parts(definition)
+    agent_phase = parts.agent_phase
+    finish_environment = parts.finish_environment
+    close_episode = parts.close_episode
+    reset_finished_agent = parts.reset_finished_agent
+    reset_agent_fresh = parts.reset_agent_fresh
+    observe = parts.observe
+    num_phases = parts.num_step_phases
+
+    @cuda.jit
+    def barrier():
+        if use_barriers:
+            cuda.syncthreads()
+
+    @cuda.jit
+    def reset_kernel(state, params, buffers, seed):
+        num_envs, num_agents = buffers.rewards.shape
+        env = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+        active = env < num_envs
+        if active:
+            for agent in range(cuda.threadIdx.x, num_agents, cuda.blockDim.x):
+                reset_agent_fresh(state, params, buffers, seed, env, agent)
+        barrier()
+        if active:
+            for agent in range(cuda.threadIdx.x, num_agents, cuda.blockDim.x):
+                observe(state, params, buffers, env, agent)
+
+    @cuda.jit
+    def step_kernel(state, params, buffers, seed, max_episode_steps):
+        num_envs, num_agents = buffers.rewards.shape
+        env = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+        active = env < num_envs
+        first_agent = cuda.threadIdx.x
+        agent_stride = cuda.blockDim.x
+        for phase in range(num_phases):
+            if active:
+                for agent in range(first_agent, num_agents, agent_stride):
+                    agent_phase(state, params, buffers, seed, env, agent, phase)
+            barrier()
+        if active and first_agent == 0:
+            finish_environment(state, params, buffers, max_episode_steps, env)
+        barrier()
+        if active:
+            for agent in range(first_agent, num_agents, agent_stride):
+                close_episode(state, params, buffers, env, agent)
+        barrier()
+        if active:
+            for agent in range(first_agent, num_agents, agent_stride):
+                reset_finished_agent(state, params, buffers, seed, env, agent)
+        barrier()
+        if active:
+            for agent in range(first_agent, num_agents, agent_stride):
+                observe(state, params, buffers, env, agent)
+
+    return reset_kernel, step_kernel

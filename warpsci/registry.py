@@ -1,0 +1,75 @@
+"""The registry of environments: ``warpsci.make(id)`` and ``gymnasium.make_vec("warpsci/<id>")``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import torch
+
+from warpsci.environment import EnvironmentDefinition
+from warpsci.vector_env import WarpVectorEnv, dataclass_replace
+
+#: Prefix of warpsci's ids in Gymnasium's registry.
+GYMNASIUM_NAMESPACE = "warpsci"
+
+_REGISTRY: dict[str, EnvironmentDefinition] = {}
+
+
+def register(definition: EnvironmentDefinition) -> None:
+    """Add an environment to warpsci's registry and to Gymnasium's (as ``warpsci/<name>``)."""
+    if definition.name in _REGISTRY and _REGISTRY[definition.name] is not definition:
+        raise ValueError(f"an environment named {definition.name!r} is already registered")
+    _REGISTRY[definition.name] = definition
+    gymnasium_id = f"{GYMNASIUM_NAMESPACE}/{definition.name}"
+    if gymnasium_id not in gymnasium.registry:
+        gymnasium.register(
+            id=gymnasium_id,
+            vector_entry_point=_gymnasium_vector_entry_point(definition.name),
+            max_episode_steps=None,
+        )
+
+
+def registered_ids() -> list[str]:
+    """Ids of every registered environment, in registration order."""
+    return list(_REGISTRY)
+
+
+def get_definition(env_id: str) -> EnvironmentDefinition:
+    """The definition registered under ``env_id`` (``"warpsci/"`` prefix allowed)."""
+    name = env_id.removeprefix(GYMNASIUM_NAMESPACE + "/")
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown environment id {env_id!r}; registered: {registered_ids()}")
+    return _REGISTRY[name]
+
+
+def make(
+    env_id: str,
+    num_envs: int = 1,
+    device: str | torch.device = "cpu",
+    seed: int | None = 0,
+    params: Any | None = None,
+    **options: Any,
+) -> WarpVectorEnv:
+    """Build ``num_envs`` copies of a registered environment on ``device``.
+
+    Args:
+        env_id: A registered id such as ``"CartPole-v1"``.
+        num_envs: Number of environments (>= 1). Default 1.
+        device: ``"cpu"`` or ``"cuda"``/``"cuda:N"``. Default ``"cpu"``.
+        seed: Seed of the first reset. Default 0.
+        params: A params dataclass instance, or a dict of fields to change from the defaults.
+        **options: Passed to :class:`~warpsci.vector_env.WarpVectorEnv` (``copy``,
+            ``check_actions``, ``threads_per_block``).
+    """
+    definition = get_definition(env_id)
+    if isinstance(params, dict):
+        params = dataclass_replace(definition.default_params(), **params)
+    return WarpVectorEnv(definition, num_envs=num_envs, device=device, seed=seed, params=params, **options)
+
+
+def _gymnasium_vector_entry_point(name: str):
+    def entry_point(num_envs: int = 1, **kwargs: Any) -> WarpVectorEnv:
+        return make(name, num_envs=num_envs, **kwargs)
+
+    return entry_point

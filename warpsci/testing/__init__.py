@@ -1,0 +1,1 @@
+"""Tools for checking environments: run the CUDA kernels on host arrays (simulator or GPU)."""

@@ -1,0 +1,368 @@
+"""A device-resident vector environment with the Gymnasium ``VectorEnv`` API.
+
+Every array (environment state, observations, actions, rewards, flags, episode statistics) is a
+torch tensor allocated once on the environment's device; the kernels see the same memory through
+Numba (``tensor.numpy()`` on the CPU, ``numba.cuda.as_cuda_array`` on CUDA) and update it in place.
+``step`` moves nothing to or from the host unless ``check_actions`` asks for a range check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from warpsci.backends.buffers import EnvBuffers
+from warpsci.environment import EnvironmentDefinition, params_to_tuple
+
+_NUMPY_TO_TORCH = {
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.bool_): torch.bool,
+}
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """Check that ``device`` is ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` and usable on this machine."""
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from error
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"device={str(device)!r} was requested but no CUDA GPU is available "
+                "(torch.cuda.is_available() is False); use device='cpu'"
+            )
+        index = resolved.index if resolved.index is not None else torch.cuda.current_device()
+        if index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device={str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
+        return torch.device("cuda", index)
+    if resolved.type != "cpu":
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return resolved
+
+
+class WarpVectorEnv(gymnasium.vector.VectorEnv):
+    """``num_envs`` copies of one environment, stepped together on ``device``.
+
+    Args:
+        definition: The environment (see :mod:`warpsci.environment`).
+        num_envs: Number of environments, >= 1.
+        device: ``"cpu"`` (Numba CPU backend) or ``"cuda"``/``"cuda:N"`` (Numba CUDA backend).
+        seed: Seed of the first ``reset()`` when it is given none. Default 0.
+        params: Params dataclass instance; default the definition's defaults.
+        copy: If True (default, as in Gymnasium), ``reset``/``step`` return copies of the
+            observation, reward and flag tensors. If False they return the environment's own
+            buffers, which the next ``step`` overwrites: faster, for trainers that consume them
+            at once.
+        check_actions: If True (default), ``step`` checks that actions lie in the action space,
+            which costs one device-to-host transfer of a flag. Trainers that sample valid actions
+            turn it off.
+        threads_per_block: CUDA threads per block (CUDA backend only). Default 128.
+
+    Single-agent environments have observations ``(num_envs, *obs_shape)`` and actions
+    ``(num_envs, *action_shape)``; multi-agent ones add an agent axis after the environment axis.
+    Finished environments are reset inside ``step`` (same-step autoreset): the returned
+    observation is the first of the new episode, and ``info["final_obs"]`` holds the one that ended
+    the episode where ``info["_final_obs"]`` is True. ``info["episode"]`` holds ``"r"`` (return)
+    and ``"l"`` (length) of episodes that ended, where ``info["_episode"]`` is True.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        definition: EnvironmentDefinition,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int | None = 0,
+        params: Any | None = None,
+        copy: bool = True,
+        check_actions: bool = True,
+        threads_per_block: int | None = None,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        self.definition = definition
+        self.params = params if params is not None else definition.default_params()
+        if not isinstance(self.params, definition.params_type):
+            raise TypeError(
+                f"params must be a {definition.params_type.__name__}, got {type(self.params).__name__}"
+            )
+        self.num_envs = int(num_envs)
+        self.device = resolve_device(device)
+        self.copy = copy
+        self.check_actions = check_actions
+        self.num_agents = int(definition.num_agents(self.params))
+        self.max_episode_steps = int(definition.max_episode_steps(self.params))
+        self._params_tuple = params_to_tuple(self.params)
+        self._next_seed = _seed_to_int(0 if seed is None else seed)
+        self._seed = self._next_seed
+
+        agent_observation_space = definition.observation_space(self.params)
+        agent_action_space = definition.action_space(self.params)
+        self._agent_action_space = agent_action_space
+        self.single_observation_space = _with_agents(agent_observation_space, self.num_agents)
+        self.single_action_space = _with_agents(agent_action_space, self.num_agents)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+
+        self._allocate(agent_observation_space, agent_action_space)
+        self._build_backend(threads_per_block)
+        self._has_reset = False
+
+    # ----------------------------------------------------------------------------- set-up
+
+    def _allocate(self, observation_space: gymnasium.Space, action_space: gymnasium.Space) -> None:
+        n, a = self.num_envs, self.num_agents
+
+        def zeros(shape, dtype) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=self.device)
+
+        self.state_tensors = {
+            field.name: zeros(field.full_shape(n, a), _NUMPY_TO_TORCH[np.dtype(field.dtype)])
+            for field in self.definition.state_fields
+        }
+        obs_shape = (n, a) + tuple(observation_space.shape)
+        action_shape, action_dtype = _action_layout(action_space)
+        self.buffers = EnvBuffers(
+            obs=zeros(obs_shape, torch.float32),
+            final_obs=zeros(obs_shape, torch.float32),
+            actions=zeros((n, a) + action_shape, action_dtype),
+            rewards=zeros((n, a), torch.float32),
+            terminated=zeros((n,), torch.bool),
+            truncated=zeros((n,), torch.bool),
+            elapsed=zeros((n,), torch.int32),
+            tick=zeros((n,), torch.int64),
+            episode_return=zeros((n, a), torch.float32),
+            final_return=zeros((n, a), torch.float32),
+            final_length=zeros((n,), torch.int32),
+        )
+
+    def _build_backend(self, threads_per_block: int | None) -> None:
+        state_type = self.definition.state_type
+        if self.device.type == "cpu":
+            from warpsci.backends.cpu import CpuKernels
+
+            def view(tensor: torch.Tensor) -> np.ndarray:
+                return tensor.numpy()
+
+            self._kernels = CpuKernels(self.definition)
+        else:
+            from numba import cuda
+
+            from warpsci.backends.cuda import DEFAULT_THREADS_PER_BLOCK, CudaKernels
+
+            def view(tensor: torch.Tensor) -> Any:
+                return cuda.as_cuda_array(tensor)
+
+            with torch.cuda.device(self.device):
+                self._kernels = CudaKernels(
+                    self.definition,
+                    self.num_envs,
+                    self.num_agents,
+                    threads_per_block or DEFAULT_THREADS_PER_BLOCK,
+                )
+        self._state_view = state_type(*(view(self.state_tensors[f.name]) for f in self.definition.state_fields))
+        self._buffer_view = EnvBuffers(*(view(tensor) for tensor in self.buffers))
+        self._numba_streams: dict[int, Any] = {}
+
+    def _stream(self) -> Any:
+        """Numba handle of torch's current stream, so kernels order with torch's work."""
+        torch_stream = torch.cuda.current_stream(self.device)
+        handle = torch_stream.cuda_stream
+        if handle not in self._numba_streams:
+            from numba import cuda
+
+            self._numba_streams[handle] = cuda.external_stream(handle)
+        return self._numba_streams[handle]
+
+    # ----------------------------------------------------------------------------- Gymnasium API
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset every environment; ``seed`` fixes the whole trajectory that follows.
+
+        Without a seed, the first reset uses the constructor's seed and later ones a new seed
+        derived from it, so repeated resets start different episodes.
+        """
+        if options:
+            raise ValueError(f"reset options are not supported, got {options!r}")
+        if seed is not None:
+            self._next_seed = _seed_to_int(seed)
+        self._seed = self._next_seed
+        self._next_seed = (self._next_seed * 6364136223846793005 + 1442695040888963407) % 2**63
+        if self.device.type == "cpu":
+            self._kernels.reset(self._state_view, self._params_tuple, self._buffer_view, self._seed)
+        else:
+            self._kernels.reset(
+                self._state_view, self._params_tuple, self._buffer_view, self._seed, self._stream()
+            )
+        self._has_reset = True
+        return self._output(self.buffers.obs), {}
+
+    def step(
+        self, actions: torch.Tensor | np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Apply one action per environment (and agent); see the class docstring for outputs."""
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        self._write_actions(actions)
+        self.step_in_place()
+        buffers = self.buffers
+        done = buffers.terminated | buffers.truncated
+        info = {
+            "final_obs": self._output(buffers.final_obs),
+            "_final_obs": done,
+            "episode": {
+                "r": self._agents_out(buffers.final_return).clone(),
+                "l": buffers.final_length.clone(),
+            },
+            "_episode": done,
+        }
+        return (
+            self._output(buffers.obs),
+            self._output(buffers.rewards),
+            self._output(buffers.terminated),
+            self._output(buffers.truncated),
+            info,
+        )
+
+    def step_in_place(self) -> None:
+        """Step with the actions already in ``buffers.actions``; results stay in ``buffers``.
+
+        The fast path for trainers: no validation, no copies, no info dictionary.
+        """
+        if self.device.type == "cpu":
+            self._kernels.step(
+                self._state_view,
+                self._params_tuple,
+                self._buffer_view,
+                self._seed,
+                self.max_episode_steps,
+            )
+        else:
+            self._kernels.step(
+                self._state_view,
+                self._params_tuple,
+                self._buffer_view,
+                self._seed,
+                self.max_episode_steps,
+                self._stream(),
+            )
+
+    def close(self, **kwargs: Any) -> None:
+        """Release nothing: tensors are freed with the object."""
+        self.closed = True
+
+    # ----------------------------------------------------------------------------- helpers
+
+    @property
+    def actions_buffer(self) -> torch.Tensor:
+        """The action tensor the next ``step_in_place`` reads, shaped like ``action_space``."""
+        return self._agents_out(self.buffers.actions)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """The environment state tensors by field name (the live buffers, not copies)."""
+        return dict(self.state_tensors)
+
+    def _agents_out(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Drop the agent axis of single-agent environments."""
+        return tensor.squeeze(1) if self.num_agents == 1 and tensor.dim() >= 2 else tensor
+
+    def _output(self, tensor: torch.Tensor) -> torch.Tensor:
+        out = self._agents_out(tensor)
+        return out.clone() if self.copy else out
+
+    def _write_actions(self, actions: torch.Tensor | np.ndarray) -> None:
+        target = self.actions_buffer
+        if isinstance(actions, np.ndarray):
+            actions = torch.from_numpy(actions)
+        if not isinstance(actions, torch.Tensor):
+            raise TypeError(f"actions must be a torch.Tensor or numpy array, got {type(actions).__name__}")
+        if tuple(actions.shape) != tuple(target.shape):
+            raise ValueError(
+                f"actions must have shape {tuple(target.shape)} (num_envs={self.num_envs}"
+                f"{', num_agents=' + str(self.num_agents) if self.num_agents > 1 else ''}), "
+                f"got {tuple(actions.shape)}"
+            )
+        discrete = not target.dtype.is_floating_point
+        if discrete and (actions.dtype.is_floating_point or actions.dtype.is_complex or actions.dtype == torch.bool):
+            raise TypeError(
+                f"actions of {self.definition.name} must have an integer dtype, got {actions.dtype}"
+            )
+        if not discrete and not (actions.dtype.is_floating_point):
+            raise TypeError(
+                f"actions of {self.definition.name} must have a floating-point dtype, got {actions.dtype}"
+            )
+        if actions.device != self.device:
+            if actions.device.type != "cpu" and self.device.type != "cpu":
+                raise ValueError(f"actions are on {actions.device}, the environment on {self.device}")
+        if self.check_actions:
+            self._check_action_range(actions)
+        target.copy_(actions)
+
+    def _check_action_range(self, actions: torch.Tensor) -> None:
+        space = self._agent_action_space
+        if isinstance(space, gymnasium.spaces.Discrete):
+            low, high = int(space.start), int(space.start + space.n - 1)
+            bad = (actions < low) | (actions > high)
+            if bool(bad.any()):
+                value = actions[bad].flatten()[0].item()
+                raise ValueError(
+                    f"action {value} is outside the action space {space} (accepted: {low}..{high})"
+                )
+        elif isinstance(space, gymnasium.spaces.MultiDiscrete):
+            nvec = torch.as_tensor(space.nvec, device=actions.device)
+            bad = (actions < 0) | (actions >= nvec)
+            if bool(bad.any()):
+                raise ValueError(f"an action lies outside the action space {space}")
+        elif isinstance(space, gymnasium.spaces.Box):
+            if bool(torch.isnan(actions).any()):
+                raise ValueError("actions contain NaN")
+
+
+def _action_layout(space: gymnasium.Space) -> tuple[tuple[int, ...], torch.dtype]:
+    if isinstance(space, gymnasium.spaces.Discrete):
+        if space.start != 0:
+            raise ValueError(f"Discrete action spaces must start at 0, got start={space.start}")
+        return (), torch.int32
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        return tuple(space.shape), torch.int32
+    if isinstance(space, gymnasium.spaces.Box):
+        return tuple(space.shape), torch.float32
+    raise TypeError(f"unsupported action space {space!r}: use Discrete, MultiDiscrete or Box")
+
+
+def _with_agents(space: gymnasium.Space, num_agents: int) -> gymnasium.Space:
+    """The space of one environment: the agent's space, or ``num_agents`` of them stacked."""
+    if num_agents == 1:
+        return space
+    return batch_space(space, num_agents)
+
+
+def _seed_to_int(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed) % 2**63
+
+
+def dataclass_replace(params: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` with an error that lists the accepted field names."""
+    names = {field.name for field in dataclasses.fields(params)}
+    unknown = sorted(set(changes) - names)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for {type(params).__name__}; accepted: {sorted(names)}")
+    return dataclasses.replace(params, **changes)
