@@ -1,0 +1,89 @@
+"""Throughput measurements: environment-only steps/s and end-to-end PPO training steps/s.
+
+Each figure is the median of several timed repeats after a warm-up (compilation excluded). On CUDA
+the device is synchronised before the clock is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+
+import torch
+
+from warpsci.config import TrainConfig
+from warpsci.ppo import PPOTrainer
+from warpsci.registry import make
+
+
+@dataclasses.dataclass
+class BenchResult:
+    """One measurement: ``steps_per_second`` is environment steps (over all envs) per second."""
+
+    env_id: str
+    mode: str
+    device: str
+    num_envs: int
+    steps_per_second: float
+    repeats: list[float]
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bench_env(
+    env_id: str, num_envs: int, device: str = "cpu", steps: int = 1000, repeats: int = 5, seed: int = 0
+) -> BenchResult:
+    """Steps/s of the environment alone, random actions sampled on the device each step."""
+    env = make(env_id, num_envs=num_envs, device=device, seed=seed, copy=False, check_actions=False)
+    space = env.single_action_space
+    if not hasattr(space, "n"):
+        raise ValueError(f"bench_env samples Discrete actions; {env_id} has {space}")
+    actions = env.actions_buffer
+    generator = torch.Generator(device=env.device)
+    generator.manual_seed(seed)
+    env.reset()
+
+    def run(count: int) -> None:
+        for _ in range(count):
+            torch.randint(0, int(space.n), actions.shape, generator=generator, device=env.device, out=actions)
+            env.step_in_place()
+
+    run(min(steps, 20))  # compile and warm up
+    _synchronize(env.device)
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run(steps)
+        _synchronize(env.device)
+        rates.append(num_envs * steps / (time.perf_counter() - start))
+    return BenchResult(env_id, "env", str(env.device), num_envs, statistics.median(rates), rates)
+
+
+def bench_train(
+    env_id: str,
+    num_envs: int,
+    device: str = "cpu",
+    num_steps: int = 128,
+    iterations: int = 5,
+    seed: int = 0,
+) -> BenchResult:
+    """End-to-end PPO steps/s (rollout + advantages + update, CleanRL's Cartpole network: 64x64
+    tanh, 4 epochs, 4 minibatches); the first iteration (compilation) is not timed."""
+    config = TrainConfig(
+        env_id=env_id,
+        device=device,
+        seed=seed,
+        num_envs=num_envs,
+        num_steps=num_steps,
+        total_timesteps=num_envs * num_steps * (iterations + 1),
+        checkpoint_every=0,
+    )
+    trainer = PPOTrainer(config)
+    rates: list[float] = []
+    trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS"]))
+    timed = rates[1:] or rates
+    return BenchResult(env_id, "train", str(trainer.device), num_envs, statistics.median(timed), timed)

@@ -1,0 +1,238 @@
+"""The ``warpsci`` command: train, evaluate, benchmark, list environments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def default_device() -> str:
+    """``"cuda"`` when a GPU is available, else ``"cpu"``."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def preset(env_id: str) -> dict[str, Any]:
+    """The packaged training preset for ``env_id`` (empty when there is none)."""
+    from warpsci.config import load_yaml
+
+    path = resources.files("warpsci") / "configs" / f"{env_id}.yaml"
+    if not path.is_file():
+        return {}
+    with resources.as_file(path) as real_path:
+        return load_yaml(real_path)
+
+
+def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
+    """Preset, then ``--config`` file, then command-line flags: later ones win."""
+    from warpsci.config import load_yaml
+
+    data: dict[str, Any] = {"env_id": args.env_id, **preset(args.env_id)}
+    if args.config:
+        data.update(load_yaml(args.config))
+    data["env_id"] = args.env_id
+    flags = {
+        "device": args.device,
+        "num_envs": args.num_envs,
+        "total_timesteps": args.total_steps,
+        "seed": args.seed,
+    }
+    data.update({key: value for key, value in flags.items() if value is not None})
+    data.setdefault("device", default_device())
+    return data
+
+
+def command_train(args: argparse.Namespace) -> int:
+    import warpsci  # noqa: F401  (registers the environments)
+    from warpsci.config import TrainConfig
+    from warpsci.ppo import PPOTrainer, evaluate_policy
+    from warpsci.registry import get_definition
+
+    if args.resume:
+        overrides = {}
+        if args.total_steps is not None:
+            overrides["total_timesteps"] = args.total_steps
+        if args.device is not None:
+            overrides["device"] = args.device
+        trainer = PPOTrainer.resume(args.resume, **overrides)
+        run_dir = Path(args.resume)
+    else:
+        get_definition(args.env_id)  # fail early on an unknown id
+        config = TrainConfig.from_dict(resolve_train_config(args))
+        run_dir = Path(args.run_dir or f"runs/{config.env_id}__seed{config.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
+        trainer = PPOTrainer(config, run_dir)
+    config = trainer.config
+    print(
+        f"training {config.env_id} on {trainer.device} with {config.num_envs} environments for "
+        f"{config.total_timesteps:,} steps; run folder {run_dir}",
+        file=sys.stderr,
+    )
+    result = trainer.train(progress_bar=not args.no_progress)
+    summary = {
+        "env_id": config.env_id,
+        "device": str(trainer.device),
+        "global_step": result.global_step,
+        "train_wall_time_s": round(result.wall_time, 3),
+        "mean_episodic_return": result.mean_episodic_return,
+    }
+    if args.eval_episodes > 0:
+        returns = evaluate_policy(
+            trainer.policy, config.env_id, args.eval_episodes, trainer.device, env_params=config.env_params
+        )
+        summary["eval_mean_return"] = float(returns.mean())
+        summary["eval_episodes"] = int(returns.size)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def command_eval(args: argparse.Namespace) -> int:
+    import warpsci  # noqa: F401
+    from warpsci.checkpoint import load_checkpoint
+    from warpsci.config import TrainConfig
+    from warpsci.networks import ActorCritic
+    from warpsci.ppo import evaluate_policy
+    from warpsci.registry import make
+
+    payload = load_checkpoint(args.checkpoint)
+    config = TrainConfig.from_dict(payload["config"])
+    device = args.device or default_device()
+    probe = make(config.env_id, num_envs=1, device="cpu", params=dict(config.env_params) or None)
+    policy = ActorCritic.for_spaces(probe.single_observation_space, probe.single_action_space, config.hidden_sizes)
+    policy.load_state_dict(payload["policy"])
+    returns = evaluate_policy(
+        policy, config.env_id, args.episodes, device, seed=args.seed, greedy=not args.sample,
+        env_params=config.env_params,
+    )
+    print(
+        json.dumps(
+            {
+                "env_id": config.env_id,
+                "episodes": int(returns.size),
+                "mean_return": float(returns.mean()),
+                "std_return": float(returns.std()),
+                "min_return": float(returns.min()),
+                "max_return": float(returns.max()),
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
+def command_bench(args: argparse.Namespace) -> int:
+    import csv
+
+    import warpsci  # noqa: F401
+    from warpsci.bench import bench_env, bench_train
+
+    device = args.device or default_device()
+    results = []
+    for num_envs in args.num_envs:
+        if args.mode in ("env", "both"):
+            results.append(bench_env(args.env_id, num_envs, device, steps=args.steps, repeats=args.repeats))
+            _report(results[-1])
+        if args.mode in ("train", "both"):
+            results.append(
+                bench_train(args.env_id, num_envs, device, num_steps=args.num_steps, iterations=args.repeats)
+            )
+            _report(results[-1])
+    print(f"{'env':<14} {'mode':<6} {'device':<8} {'num_envs':>10} {'steps/s (median)':>18}")
+    for result in results:
+        print(
+            f"{result.env_id:<14} {result.mode:<6} {result.device:<8} {result.num_envs:>10,d} "
+            f"{result.steps_per_second:>18,.0f}"
+        )
+    if args.output:
+        with open(args.output, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["env_id", "mode", "device", "num_envs", "steps_per_second", "repeats"])
+            for result in results:
+                writer.writerow(
+                    [result.env_id, result.mode, result.device, result.num_envs, f"{result.steps_per_second:.1f}",
+                     " ".join(f"{rate:.1f}" for rate in result.repeats)]
+                )
+    return 0
+
+
+def _report(result: Any) -> None:
+    print(f"  {result.mode:5s} {result.num_envs:>9,d} envs: {result.steps_per_second:>16,.0f} steps/s", file=sys.stderr)
+
+
+def command_list(args: argparse.Namespace) -> int:
+    import warpsci
+
+    for env_id in warpsci.registered_ids():
+        definition = warpsci.get_definition(env_id)
+        print(f"{env_id:<24} {definition.reference}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="warpsci", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train an agent with PPO")
+    train.add_argument("env_id", help="registered environment id, e.g. CartPole-v1")
+    train.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
+    train.add_argument("--num-envs", type=_positive_int, help="environments in parallel")
+    train.add_argument("--total-steps", type=_positive_int, help="environment steps to train for")
+    train.add_argument("--seed", type=int, help="seed (default 1)")
+    train.add_argument("--config", help="YAML file of TrainConfig fields")
+    train.add_argument("--run-dir", help="folder for config, progress.csv, checkpoints")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")
+    train.add_argument("--eval-episodes", type=int, default=100, help="greedy evaluation episodes after training")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.set_defaults(handler=command_train)
+
+    evaluate = commands.add_parser("eval", help="evaluate a checkpoint")
+    evaluate.add_argument("checkpoint", help="checkpoint.pt or the run folder holding it")
+    evaluate.add_argument("--episodes", type=_positive_int, default=100)
+    evaluate.add_argument("--device")
+    evaluate.add_argument("--seed", type=int, default=12345)
+    evaluate.add_argument("--sample", action="store_true", help="sample actions instead of the greedy policy")
+    evaluate.set_defaults(handler=command_eval)
+
+    bench = commands.add_parser("bench", help="measure environment and training throughput")
+    bench.add_argument("env_id")
+    bench.add_argument("--num-envs", type=_positive_int, nargs="+", default=[1000, 10000])
+    bench.add_argument("--device")
+    bench.add_argument("--mode", choices=["env", "train", "both"], default="both")
+    bench.add_argument("--steps", type=_positive_int, default=1000, help="steps per timed repeat (env mode)")
+    bench.add_argument("--repeats", type=_positive_int, default=5)
+    bench.add_argument("--num-steps", type=_positive_int, default=128, help="rollout length (train mode)")
+    bench.add_argument("--output", help="write the results to this CSV file")
+    bench.set_defaults(handler=command_bench)
+
+    listing = commands.add_parser("list", help="list registered environments")
+    listing.set_defaults(handler=command_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as error:
+        print(f"warpsci {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Training configuration: one typed dataclass, loadable from YAML and overridable from the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything a PPO run needs. Field names follow CleanRL's ``ppo.py``."""
+
+    env_id: str = "CartPole-v1"
+    """Registered environment id."""
+    device: str = "cpu"
+    """``"cpu"`` or ``"cuda"``/``"cuda:N"``."""
+    seed: int = 1
+    """Seed of the environments, the network initialisation and action sampling."""
+    num_envs: int = 8
+    """Environments stepped in parallel."""
+    num_steps: int = 128
+    """Steps per environment in one rollout; a rollout holds ``num_envs * num_steps`` transitions."""
+    total_timesteps: int = 500_000
+    """Environment steps (summed over environments) to train for."""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate at the start of training."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to zero over training."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE's lambda."""
+    num_minibatches: int = 4
+    """Minibatches per epoch; the rollout is split into this many."""
+    update_epochs: int = 4
+    """Passes over the rollout per update."""
+    norm_adv: bool = True
+    """Normalise advantages within each minibatch."""
+    clip_coef: float = 0.2
+    """PPO's surrogate clipping coefficient."""
+    clip_vloss: bool = True
+    """Clip the value loss around the old values, as in PPO's reference implementation."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus."""
+    vf_coef: float = 0.5
+    """Weight of the value loss."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    target_kl: float | None = None
+    """Stop an update's epochs early when the approximate KL exceeds this; None never stops."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Widths of the hidden layers of the actor and the critic."""
+    checkpoint_every: int = 50
+    """Write a checkpoint every this many iterations (and at the end); 0 writes only at the end."""
+    env_params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Overrides of the environment's params dataclass fields."""
+
+    def __post_init__(self) -> None:
+        self.hidden_sizes = tuple(int(width) for width in self.hidden_sizes)
+        for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.total_timesteps, int) or self.total_timesteps <= 0:
+            raise ValueError(f"total_timesteps must be a positive integer, got {self.total_timesteps!r}")
+        if self.batch_size % self.num_minibatches != 0:
+            raise ValueError(
+                f"num_envs * num_steps = {self.batch_size} must be divisible by "
+                f"num_minibatches = {self.num_minibatches}"
+            )
+        if not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.gae_lambda <= 1.0:
+            raise ValueError(f"gamma and gae_lambda must lie in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions per rollout."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        """Transitions per minibatch."""
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        """Rollout-and-update iterations needed for ``total_timesteps`` (at least one)."""
+        return max(1, self.total_timesteps // self.batch_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dictionary (YAML-friendly: tuples become lists)."""
+        data = dataclasses.asdict(self)
+        data["hidden_sizes"] = list(self.hidden_sizes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build from a dictionary, rejecting unknown keys with the list of accepted ones."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ValueError(f"unknown config key(s) {unknown}; accepted: {names}")
+        return cls(**data)
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping from ``path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {str(path)!r} does not exist")
+    with path.open() as handle:
+        data = yaml.safe_load(handle) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {str(path)!r} must hold a mapping of keys to values")
+    return data
+
+
+def save_yaml(data: dict[str, Any], path: str | Path) -> None:
+    """Write ``data`` to ``path`` as YAML (atomically)."""
+    from warpsci.checkpoint import atomic_write_bytes
+
+    atomic_write_bytes(Path(path), yaml.safe_dump(data, sort_keys=False).encode())
