@@ -74,7 +74,7 @@ def main() -> None:
 
     start = time.perf_counter()
     train = subprocess.run(
-        ["warpsci", "train", "CartPole-v1", "--device", "cuda", "--no-progress", "--run-dir", str(out / "run_cuda")],
+        [sys.executable, "-m", "warpsci.cli", "train", "CartPole-v1", "--device", "cuda", "--no-progress", "--run-dir", str(out / "run_cuda")],
         capture_output=True, text=True,
     )
     (out / "train_cuda.log").write_text(train.stdout + train.stderr)
