@@ -31,9 +31,9 @@ def parity_on_gpu(num_envs: int = 4096, steps: int = 600, seed: int = 7) -> dict
     rng = np.random.default_rng(seed)
     max_obs_error, flag_mismatches, done_count = 0.0, 0, 0
     for _ in range(steps):
-        for host, source in zip(gpu.state, cpu.state):
+        for host, source in zip(gpu.state, cpu.state, strict=True):
             host[...] = source
-        for host, source in zip(gpu.buffers, cpu.buffers):
+        for host, source in zip(gpu.buffers, cpu.buffers, strict=True):
             host[...] = source
         actions = rng.integers(0, 2, size=num_envs).astype(np.int32)
         cpu.step(actions, seed)
@@ -74,8 +74,20 @@ def main() -> None:
 
     start = time.perf_counter()
     train = subprocess.run(
-        [sys.executable, "-m", "warpsci.cli", "train", "CartPole-v1", "--device", "cuda", "--no-progress", "--run-dir", str(out / "run_cuda")],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "warpsci.cli",
+            "train",
+            "CartPole-v1",
+            "--device",
+            "cuda",
+            "--no-progress",
+            "--run-dir",
+            str(out / "run_cuda"),
+        ],
+        capture_output=True,
+        text=True,
     )
     (out / "train_cuda.log").write_text(train.stdout + train.stderr)
     report["train_cuda"] = {"rc": train.returncode, "wall_s": round(time.perf_counter() - start, 1)}
@@ -86,14 +98,19 @@ def main() -> None:
 
     rows = []
     for num_envs in (1_000, 10_000, 100_000, 1_000_000):
-        env_result = bench_env("CartPole-v1", num_envs, "cuda", steps=1000 if num_envs < 1_000_000 else 200, repeats=5)
+        env_result = bench_env(
+            "CartPole-v1", num_envs, "cuda", steps=1000 if num_envs < 1_000_000 else 200, repeats=5
+        )
         rows.append(env_result)
         print(f"env   {num_envs:>9,d} {env_result.steps_per_second:>16,.0f}", flush=True)
     for num_envs, num_steps in ((1_000, 128), (10_000, 128), (100_000, 128), (1_000_000, 32)):
         try:
             train_result = bench_train("CartPole-v1", num_envs, "cuda", num_steps=num_steps, iterations=5)
             rows.append(train_result)
-            print(f"train {num_envs:>9,d} {train_result.steps_per_second:>16,.0f} (num_steps {num_steps})", flush=True)
+            print(
+                f"train {num_envs:>9,d} {train_result.steps_per_second:>16,.0f} (num_steps {num_steps})",
+                flush=True,
+            )
         except torch.cuda.OutOfMemoryError as error:
             print(f"train {num_envs:>9,d} out of memory: {error}", flush=True)
         torch.cuda.empty_cache()

@@ -177,3 +177,15 @@ def test_params_change_the_dynamics(make_cartpole, state_matrix):
         for i in range(8):
             expected, *_ = _reference_step(reference, before[i], actions[i])
             np.testing.assert_allclose(obs[i].numpy(), expected, rtol=RTOL, atol=ATOL)
+
+
+def test_a_fall_on_the_last_allowed_step_is_both_terminated_and_truncated():
+    """Gymnasium's TimeLimit sets truncated whenever the limit is reached, terminated or not."""
+    env = warpsci.make("CartPole-v1", num_envs=1, params={"max_episode_steps": 3})
+    env.reset(seed=0)
+    env.step(torch.tensor([1]))
+    env.step(torch.tensor([1]))
+    env.state_tensors["theta"][0, 0] = 0.5  # past the threshold: the third step terminates
+    _, _, terminated, truncated, info = env.step(torch.tensor([1]))
+    assert bool(terminated[0]) and bool(truncated[0])
+    assert int(info["episode"]["l"][0]) == 3

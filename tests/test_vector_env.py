@@ -216,8 +216,13 @@ def test_copy_true_returns_copies(make_cartpole):
     assert obs.data_ptr() != env.buffers.obs.data_ptr()
     obs, reward, terminated, truncated, info = env.step(torch.ones(8, dtype=torch.int64))
     returned = [obs, reward, terminated, truncated, info["final_obs"]]
-    owned = [env.buffers.obs, env.buffers.rewards, env.buffers.terminated, env.buffers.truncated,
-             env.buffers.final_obs]
+    owned = [
+        env.buffers.obs,
+        env.buffers.rewards,
+        env.buffers.terminated,
+        env.buffers.truncated,
+        env.buffers.final_obs,
+    ]
     for mine, theirs in zip(returned, owned, strict=True):
         assert mine.data_ptr() != theirs.data_ptr()
     snapshot = [t.clone() for t in returned]
@@ -282,6 +287,28 @@ def test_numpy_actions_are_accepted(make_cartpole):
     assert torch.equal(obs_numpy, obs_torch)
     # 32-bit integer arrays too.
     env.step(np.ones(6, dtype=np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32])
+def test_small_integer_numpy_actions(make_cartpole, dtype):
+    env = make_cartpole(num_envs=3)
+    env.reset(seed=0)
+    obs, *_ = env.step(np.array([0, 1, 1], dtype=dtype))
+    twin = make_cartpole(num_envs=3)
+    twin.reset(seed=0)
+    expected, *_ = twin.step(torch.tensor([0, 1, 1]))
+    assert torch.equal(obs, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+def test_unsigned_numpy_actions(make_cartpole, dtype):
+    env = make_cartpole(num_envs=3)
+    env.reset(seed=0)
+    obs, *_ = env.step(np.array([0, 1, 1], dtype=dtype))
+    twin = make_cartpole(num_envs=3)
+    twin.reset(seed=0)
+    expected, *_ = twin.step(torch.tensor([0, 1, 1]))
+    assert torch.equal(obs, expected)
 
 
 # ----------------------------------------------------------------------------- errors

@@ -65,7 +65,9 @@ def command_train(args: argparse.Namespace) -> int:
     else:
         get_definition(args.env_id)  # fail early on an unknown id
         config = TrainConfig.from_dict(resolve_train_config(args))
-        run_dir = Path(args.run_dir or f"runs/{config.env_id}__seed{config.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
+        run_dir = Path(
+            args.run_dir or f"runs/{config.env_id}__seed{config.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         trainer = PPOTrainer(config, run_dir)
     config = trainer.config
     print(
@@ -104,10 +106,17 @@ def command_eval(args: argparse.Namespace) -> int:
     config = TrainConfig.from_dict(payload["config"])
     device = args.device or default_device()
     probe = make(config.env_id, num_envs=1, device="cpu", params=dict(config.env_params) or None)
-    policy = ActorCritic.for_spaces(probe.single_observation_space, probe.single_action_space, config.hidden_sizes)
+    policy = ActorCritic.for_spaces(
+        probe.single_observation_space, probe.single_action_space, config.hidden_sizes
+    )
     policy.load_state_dict(payload["policy"])
     returns = evaluate_policy(
-        policy, config.env_id, args.episodes, device, seed=args.seed, greedy=not args.sample,
+        policy,
+        config.env_id,
+        args.episodes,
+        device,
+        seed=args.seed,
+        greedy=not args.sample,
         env_params=config.env_params,
     )
     print(
@@ -155,14 +164,23 @@ def command_bench(args: argparse.Namespace) -> int:
             writer.writerow(["env_id", "mode", "device", "num_envs", "steps_per_second", "repeats"])
             for result in results:
                 writer.writerow(
-                    [result.env_id, result.mode, result.device, result.num_envs, f"{result.steps_per_second:.1f}",
-                     " ".join(f"{rate:.1f}" for rate in result.repeats)]
+                    [
+                        result.env_id,
+                        result.mode,
+                        result.device,
+                        result.num_envs,
+                        f"{result.steps_per_second:.1f}",
+                        " ".join(f"{rate:.1f}" for rate in result.repeats),
+                    ]
                 )
     return 0
 
 
 def _report(result: Any) -> None:
-    print(f"  {result.mode:5s} {result.num_envs:>9,d} envs: {result.steps_per_second:>16,.0f} steps/s", file=sys.stderr)
+    print(
+        f"  {result.mode:5s} {result.num_envs:>9,d} envs: {result.steps_per_second:>16,.0f} steps/s",
+        file=sys.stderr,
+    )
 
 
 def command_list(args: argparse.Namespace) -> int:
@@ -197,7 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="YAML file of TrainConfig fields")
     train.add_argument("--run-dir", help="folder for config, progress.csv, checkpoints")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")
-    train.add_argument("--eval-episodes", type=int, default=100, help="greedy evaluation episodes after training")
+    train.add_argument(
+        "--eval-episodes", type=int, default=100, help="greedy evaluation episodes after training"
+    )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.set_defaults(handler=command_train)
 

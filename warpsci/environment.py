@@ -138,9 +138,7 @@ def params_to_tuple(params: Any) -> tuple:
         elif isinstance(value, (float, np.floating)):
             values.append(np.float32(value))
         else:
-            raise TypeError(
-                f"params field {field.name!r} must be a number or a bool, got {value!r}"
-            )
+            raise TypeError(f"params field {field.name!r} must be a number or a bool, got {value!r}")
     tuple_type = _params_tuple_type(type(params).__name__, tuple(f.name for f in fields))
     return tuple_type(*values)
 

@@ -70,7 +70,9 @@ class ActorCritic(nn.Module):
         """The most likely action for each observation."""
         return greedy_categorical(self.actor(obs))
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log_prob, entropy, value)`` of given actions, for the update."""
         log_prob, entropy = categorical_log_prob_entropy(self.actor(obs), actions)
         return log_prob, entropy, self.value(obs)

@@ -143,7 +143,8 @@ class PPOTrainer:
             done = env_buffers.terminated | env_buffers.truncated
             buffer.rewards[step].copy_(env_buffers.rewards.squeeze(1))
             buffer.dones[step].copy_(done)
-            buffer.truncated[step].copy_(env_buffers.truncated)
+            # Only a time limit that cut a live episode short is bootstrapped.
+            buffer.truncated[step].copy_(env_buffers.truncated & ~env_buffers.terminated)
             buffer.final_obs[step].copy_(env_buffers.final_obs.squeeze(1))
             done_float = done.float()
             episode_stats += torch.stack(
@@ -166,7 +167,9 @@ class PPOTrainer:
             # A truncated episode did not end: credit it with the value of where it stopped.
             bootstrapped = buffer.rewards + config.gamma * final_values * buffer.truncated
             buffer.advantages.copy_(
-                compute_gae(bootstrapped, buffer.values, buffer.dones, next_value, config.gamma, config.gae_lambda)
+                compute_gae(
+                    bootstrapped, buffer.values, buffer.dones, next_value, config.gamma, config.gae_lambda
+                )
             )
             buffer.returns.copy_(buffer.advantages + buffer.values)
 
@@ -286,7 +289,7 @@ class PPOTrainer:
                     "charts/learning_rate": self.optimizer.param_groups[0]["lr"],
                     "charts/SPS": config.batch_size / elapsed,
                     "time/elapsed_s": time.perf_counter() - start_time,
-                    **dict(zip(names, values[3:])),
+                    **dict(zip(names, values[3:], strict=True)),
                 }
                 if episodes:
                     mean_return = metrics["charts/episodic_return"]
@@ -331,8 +334,15 @@ def evaluate_policy(
     Each of ``num_episodes`` environments plays until its first episode ends; ``greedy`` picks the
     most likely action, otherwise actions are sampled.
     """
-    env = make(env_id, num_envs=num_episodes, device=device, seed=seed, params=env_params or None,
-               copy=False, check_actions=False)
+    env = make(
+        env_id,
+        num_envs=num_episodes,
+        device=device,
+        seed=seed,
+        params=env_params or None,
+        copy=False,
+        check_actions=False,
+    )
     generator = torch.Generator(device=env.device)
     generator.manual_seed(seed)
     obs, _ = env.reset()

@@ -9,8 +9,9 @@ class RolloutBuffer:
     """``num_steps`` transitions of ``num_envs`` environments, stored on ``device``.
 
     Tensors are shaped ``(num_steps, num_envs, ...)``. ``dones[t]`` marks an episode that ended with
-    the transition at ``t`` (terminated or truncated); ``truncated[t]`` and ``final_obs[t]`` are
-    kept so that a truncated episode is bootstrapped from the value of its last observation.
+    the transition at ``t`` (terminated or truncated); ``truncated[t]`` (truncated and not terminated)
+    and ``final_obs[t]`` are kept so that a truncated episode is bootstrapped from the value of its
+    last observation.
     """
 
     def __init__(

@@ -174,7 +174,9 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
                     self.num_agents,
                     threads_per_block or DEFAULT_THREADS_PER_BLOCK,
                 )
-        self._state_view = state_type(*(view(self.state_tensors[f.name]) for f in self.definition.state_fields))
+        self._state_view = state_type(
+            *(view(self.state_tensors[f.name]) for f in self.definition.state_fields)
+        )
         self._buffer_view = EnvBuffers(*(view(tensor) for tensor in self.buffers))
         self._numba_streams: dict[int, Any] = {}
 
@@ -299,7 +301,9 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
                 f"got {tuple(actions.shape)}"
             )
         discrete = not target.dtype.is_floating_point
-        if discrete and (actions.dtype.is_floating_point or actions.dtype.is_complex or actions.dtype == torch.bool):
+        if discrete and (
+            actions.dtype.is_floating_point or actions.dtype.is_complex or actions.dtype == torch.bool
+        ):
             raise TypeError(
                 f"actions of {self.definition.name} must have an integer dtype, got {actions.dtype}"
             )
@@ -307,6 +311,8 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             raise TypeError(
                 f"actions of {self.definition.name} must have a floating-point dtype, got {actions.dtype}"
             )
+        if discrete and actions.dtype in (torch.uint16, torch.uint32, torch.uint64):
+            actions = actions.to(torch.int64)  # torch has no comparisons for these types
         if actions.device != self.device:
             if actions.device.type != "cpu" and self.device.type != "cpu":
                 raise ValueError(f"actions are on {actions.device}, the environment on {self.device}")
@@ -364,5 +370,7 @@ def dataclass_replace(params: Any, **changes: Any) -> Any:
     names = {field.name for field in dataclasses.fields(params)}
     unknown = sorted(set(changes) - names)
     if unknown:
-        raise ValueError(f"unknown parameter(s) {unknown} for {type(params).__name__}; accepted: {sorted(names)}")
+        raise ValueError(
+            f"unknown parameter(s) {unknown} for {type(params).__name__}; accepted: {sorted(names)}"
+        )
     return dataclasses.replace(params, **changes)

@@ -16,9 +16,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
 from numba import cuda
 
+import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
 from warpsci.backends.kernel_parts import make_kernel_parts
 from warpsci.environment import EnvironmentDefinition
 
@@ -62,9 +62,7 @@ class CudaKernels:
         self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int, stream: Any = 0
     ) -> None:
         """Apply ``buffers.actions`` to every environment, autoresetting those that finish."""
-        self._step_kernel[self.grid, self.block, stream](
-            state, params, buffers, seed, max_episode_steps
-        )
+        self._step_kernel[self.grid, self.block, stream](state, params, buffers, seed, max_episode_steps)
 
 
 @functools.cache

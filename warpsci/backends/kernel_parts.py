@@ -14,8 +14,8 @@ reset: ``reset_agent_fresh`` (barrier) ``observe``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from numba import njit
 
@@ -57,7 +57,7 @@ def make_kernel_parts(definition: EnvironmentDefinition) -> KernelParts:
         buffers.tick[env] += 1
         elapsed = buffers.elapsed[env] + 1
         terminated = is_terminal(state, params, env)
-        truncated = (not terminated) and elapsed >= max_episode_steps
+        truncated = elapsed >= max_episode_steps  # as Gymnasium's TimeLimit: both flags may be set
         buffers.terminated[env] = terminated
         buffers.truncated[env] = truncated
         if terminated or truncated:

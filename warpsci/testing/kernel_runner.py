@@ -81,7 +81,7 @@ class HostKernelRunner:
         buffers = EnvBuffers(*(cuda.to_device(array) for array in self.buffers))
         launch(state, buffers)
         cuda.synchronize()
-        for host, device in zip(self.state, state):
+        for host, device in zip(self.state, state, strict=True):
             device.copy_to_host(host)
-        for host, device in zip(self.buffers, buffers):
+        for host, device in zip(self.buffers, buffers, strict=True):
             device.copy_to_host(host)

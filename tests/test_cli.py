@@ -1,0 +1,168 @@
+"""The ``warpsci`` command line: train, eval, bench, list and their errors."""
+
+import json
+import math
+
+import pytest
+
+from warpsci.cli import main
+from warpsci.run_log import read_progress
+
+
+def test_train_writes_config_progress_checkpoint_and_summary(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            "CartPole-v1",
+            "--device",
+            "cpu",
+            "--num-envs",
+            "8",
+            "--total-steps",
+            "2048",
+            "--seed",
+            "3",
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+            "--eval-episodes",
+            "4",
+        ]
+    )
+    assert code == 0
+    assert {"config.yaml", "progress.csv", "checkpoint.pt", "summary.json"} <= {
+        p.name for p in run_dir.iterdir()
+    }
+    assert "num_envs: 8" in (run_dir / "config.yaml").read_text()
+    rows = read_progress(run_dir / "progress.csv")
+    assert [row["global_step"] for row in rows] == [512 * (i + 1) for i in range(len(rows))]
+    for name in (
+        "charts/episodic_return",
+        "charts/SPS",
+        "charts/learning_rate",
+        "losses/value_loss",
+        "losses/policy_loss",
+        "losses/entropy",
+        "losses/approx_kl",
+        "losses/clipfrac",
+    ):
+        assert name in rows[0]
+    assert rows[-1]["charts/SPS"] > 0 and math.isfinite(rows[-1]["losses/value_loss"])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["global_step"] == 2048 and summary["eval_episodes"] == 4
+
+    assert main(["eval", str(run_dir), "--episodes", "5", "--device", "cpu"]) == 0
+    evaluation = json.loads(capsys.readouterr().out.split("\n}\n")[-2] + "\n}")
+    assert evaluation["episodes"] == 5 and 1 <= evaluation["mean_return"] <= 500
+
+
+def test_train_resume_continues_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    common = ["--no-progress", "--eval-episodes", "0"]
+    assert (
+        main(
+            [
+                "train",
+                "CartPole-v1",
+                "--device",
+                "cpu",
+                "--num-envs",
+                "8",
+                "--total-steps",
+                "1024",
+                "--run-dir",
+                str(run_dir),
+                *common,
+            ]
+        )
+        == 0
+    )
+    assert main(["train", "CartPole-v1", "--resume", str(run_dir), "--total-steps", "2048", *common]) == 0
+    rows = read_progress(run_dir / "progress.csv")
+    assert [row["global_step"] for row in rows] == [512, 1024, 1536, 2048]
+
+
+def test_config_file_and_flags_are_merged(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("num_envs: 4\nnum_steps: 16\nlearning_rate: 0.0005\nnum_minibatches: 2\n")
+    run_dir = tmp_path / "run"
+    assert (
+        main(
+            [
+                "train",
+                "CartPole-v1",
+                "--device",
+                "cpu",
+                "--config",
+                str(config),
+                "--num-envs",
+                "6",
+                "--total-steps",
+                "96",
+                "--run-dir",
+                str(run_dir),
+                "--no-progress",
+                "--eval-episodes",
+                "0",
+            ]
+        )
+        == 0
+    )
+    written = (run_dir / "config.yaml").read_text()
+    assert "num_envs: 6" in written and "num_steps: 16" in written and "learning_rate: 0.0005" in written
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "Nope-v0", "--device", "cpu"], "unknown environment id 'Nope-v0'"),
+        (["train", "CartPole-v1", "--device", "tpu", "--total-steps", "64"], "device"),
+        (["train", "CartPole-v1", "--config", "/does/not/exist.yaml"], "does not exist"),
+        (["eval", "/does/not/exist"], "no checkpoint"),
+    ],
+)
+def test_bad_input_exits_with_a_clear_message(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_non_positive_num_envs_is_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "CartPole-v1", "--num-envs", "0"])
+    assert "positive integer" in capsys.readouterr().err
+
+
+def test_bench_prints_env_and_train_throughput(tmp_path, capsys):
+    output = tmp_path / "bench.csv"
+    assert (
+        main(
+            [
+                "bench",
+                "CartPole-v1",
+                "--device",
+                "cpu",
+                "--num-envs",
+                "64",
+                "--steps",
+                "20",
+                "--repeats",
+                "2",
+                "--num-steps",
+                "16",
+                "--output",
+                str(output),
+            ]
+        )
+        == 0
+    )
+    table = capsys.readouterr().out
+    assert "env" in table and "train" in table
+    lines = output.read_text().strip().splitlines()
+    assert lines[0].startswith("env_id,mode") and len(lines) == 3
+    assert all(float(line.split(",")[4]) > 0 for line in lines[1:])
+
+
+def test_list_names_cartpole(capsys):
+    assert main(["list"]) == 0
+    assert "CartPole-v1" in capsys.readouterr().out

@@ -1,0 +1,129 @@
+"""The CUDA kernels, run under Numba's CUDA simulator, against the CPU backend.
+
+The simulator must be switched on (``NUMBA_ENABLE_CUDASIM=1``) before numba is imported, so the CUDA
+side runs in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import warpsci
+from warpsci.envs.cartpole import CARTPOLE
+from warpsci.testing.kernel_runner import HostKernelRunner
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+SIMULATOR_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    import numpy as np
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        sys.exit("the CUDA simulator is not enabled")
+
+    from warpsci.envs.cartpole import CARTPOLE
+    from warpsci.testing.kernel_runner import HostKernelRunner
+
+    NUM_ENVS, THREADS_PER_BLOCK, NUM_STEPS, SEED = 6, 4, 40, 1234
+
+    cpu = HostKernelRunner(CARTPOLE, NUM_ENVS, "cpu")
+    cuda = HostKernelRunner(CARTPOLE, NUM_ENVS, "cuda", threads_per_block=THREADS_PER_BLOCK)
+    # 6 single-agent environments, 4 per block: 2 blocks, the second half empty.
+    layout = (cuda._kernels.grid, cuda._kernels.block)
+    assert layout == (2, (1, 4)), layout
+
+
+    def compare(where):
+        pairs = [("buffers", cpu.buffers, cuda.buffers), ("state", cpu.state, cuda.state)]
+        for group, host_arrays, simulated_arrays in pairs:
+            for name, host, simulated in zip(host_arrays._fields, host_arrays, simulated_arrays):
+                if host.dtype != simulated.dtype or not np.array_equal(host, simulated):
+                    sys.exit(
+                        f"{where}: {group}.{name} differs\\n"
+                        f"cpu:  {host.tolist()}\\ncuda: {simulated.tolist()}"
+                    )
+
+
+    cpu.reset(SEED)
+    cuda.reset(SEED)
+    compare("after reset")
+    initial = cpu.buffers.obs.copy()
+
+    rng = np.random.default_rng(0)
+    terminations = np.zeros(NUM_ENVS, dtype=int)
+    for step in range(NUM_STEPS):
+        if step < 12:
+            # Push right until every pole falls, so autoresets happen early.
+            actions = np.ones(NUM_ENVS, dtype=np.int32)
+        else:
+            actions = rng.integers(0, 2, size=NUM_ENVS).astype(np.int32)
+        cpu.step(actions, SEED)
+        cuda.step(actions, SEED)
+        compare(f"after step {step + 1}")
+        terminations += cpu.buffers.terminated
+
+    # The comparison means something only if the kernels did work in every environment.
+    if not np.all(terminations >= 1):
+        sys.exit(f"some environments never ended an episode: {terminations.tolist()}")
+    if np.array_equal(initial, cpu.buffers.obs) or not np.all(cpu.buffers.tick == NUM_STEPS):
+        sys.exit("the environments did not advance")
+    print("episodes ended per environment:", terminations.tolist())
+    """
+)
+
+
+def test_cuda_kernels_under_simulator_match_cpu_backend():
+    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", SIMULATOR_SCRIPT],
+        env=environment,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, (
+        f"simulator run failed (exit code {result.returncode})\n"
+        f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
+    )
+    assert "episodes ended per environment" in result.stdout
+
+
+@pytest.mark.parametrize("seed", [0, 99])
+def test_host_runner_cpu_matches_vector_env(seed):
+    num_envs, num_steps = 10, 60
+    runner = HostKernelRunner(CARTPOLE, num_envs, "cpu")
+    env = warpsci.make("CartPole-v1", num_envs=num_envs, device="cpu", seed=0)
+
+    obs, _ = env.reset(seed=seed)
+    runner.reset(seed)
+    np.testing.assert_array_equal(runner.buffers.obs[:, 0, :], obs.numpy())
+
+    rng = np.random.default_rng(seed)
+    ended = 0
+    for step in range(num_steps):
+        actions = np.ones(num_envs, dtype=np.int64) if step < 10 else rng.integers(0, 2, size=num_envs)
+        obs, reward, terminated, truncated, info = env.step(torch.from_numpy(actions))
+        runner.step(actions, seed)
+        np.testing.assert_array_equal(runner.buffers.obs[:, 0, :], obs.numpy(), err_msg=f"step {step}")
+        np.testing.assert_array_equal(runner.buffers.rewards[:, 0], reward.numpy())
+        np.testing.assert_array_equal(runner.buffers.terminated, terminated.numpy())
+        np.testing.assert_array_equal(runner.buffers.truncated, truncated.numpy())
+        done = info["_final_obs"].numpy()
+        np.testing.assert_array_equal(runner.buffers.final_obs[done, 0, :], info["final_obs"].numpy()[done])
+        ended += int(done.sum())
+    assert ended >= num_envs

@@ -1,0 +1,178 @@
+"""Sampling, GAE, truncation bootstrapping, configs and checkpoints."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from warpsci.checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
+from warpsci.config import TrainConfig, load_yaml
+from warpsci.ppo import PPOTrainer
+from warpsci.rollout import compute_gae
+from warpsci.sampling import categorical_log_prob_entropy, sample_categorical
+
+
+def test_categorical_sampling_matches_the_softmax_probabilities():
+    logits = torch.tensor([[2.0, 0.0, -1.0, 0.5]]).repeat(200_000, 1)
+    generator = torch.Generator().manual_seed(0)
+    actions, log_prob = sample_categorical(logits, generator)
+    frequencies = torch.bincount(actions, minlength=4).double() / actions.numel()
+    probabilities = torch.softmax(logits[0].double(), dim=0)
+    # Four standard errors of a binomial proportion at n = 200K.
+    tolerance = 4 * torch.sqrt(probabilities * (1 - probabilities) / actions.numel())
+    assert torch.all((frequencies - probabilities).abs() < tolerance), (frequencies, probabilities)
+    assert torch.allclose(log_prob, torch.log_softmax(logits, -1).gather(1, actions[:, None]).squeeze(1))
+
+
+def test_sampling_is_reproducible_from_the_generator_seed():
+    logits = torch.randn(1000, 5)
+    first, _ = sample_categorical(logits, torch.Generator().manual_seed(3))
+    second, _ = sample_categorical(logits, torch.Generator().manual_seed(3))
+    third, _ = sample_categorical(logits, torch.Generator().manual_seed(4))
+    assert torch.equal(first, second)
+    assert not torch.equal(first, third)
+
+
+def test_log_prob_and_entropy_match_torch_distributions():
+    logits = torch.randn(64, 6)
+    actions = torch.randint(0, 6, (64,))
+    log_prob, entropy = categorical_log_prob_entropy(logits, actions)
+    reference = torch.distributions.Categorical(logits=logits)
+    assert torch.allclose(log_prob, reference.log_prob(actions), atol=1e-6)
+    assert torch.allclose(entropy, reference.entropy(), atol=1e-6)
+
+
+def _reference_gae(rewards, values, dones, next_value, gamma, lam):
+    """Textbook GAE, written with explicit sums: A_t = sum_k (gamma*lam)^k delta_{t+k} within an episode."""
+    steps, envs = rewards.shape
+    values_ext = np.concatenate([values, next_value[None]], axis=0)
+    deltas = rewards + gamma * values_ext[1:] * (1 - dones) - values
+    advantages = np.zeros_like(rewards)
+    for env in range(envs):
+        for t in range(steps):
+            total, factor = 0.0, 1.0
+            for k in range(t, steps):
+                total += factor * deltas[k, env]
+                if dones[k, env]:
+                    break
+                factor *= gamma * lam
+            advantages[t, env] = total
+    return advantages
+
+
+def test_gae_matches_the_textbook_sum_across_episode_boundaries():
+    rng = np.random.default_rng(0)
+    rewards = rng.normal(size=(20, 5))
+    values = rng.normal(size=(20, 5))
+    dones = (rng.random((20, 5)) < 0.2).astype(np.float64)
+    next_value = rng.normal(size=5)
+    expected = _reference_gae(rewards, values, dones, next_value, 0.97, 0.9)
+    actual = compute_gae(
+        *(torch.tensor(array) for array in (rewards, values, dones, next_value)), gamma=0.97, gae_lambda=0.9
+    )
+    assert np.allclose(actual.numpy(), expected, atol=1e-10)
+
+
+def test_truncated_steps_bootstrap_from_the_final_observation_value():
+    config = TrainConfig(
+        num_envs=2, num_steps=3, total_timesteps=6, num_minibatches=1, gamma=0.9, gae_lambda=1.0
+    )
+    trainer = PPOTrainer(config)
+    constant = 2.0
+    critic_output = trainer.policy.critic[-1]
+    torch.nn.init.zeros_(critic_output.weight)
+    torch.nn.init.constant_(critic_output.bias, constant)
+    buffer = trainer.buffer
+    buffer.rewards.fill_(1.0)
+    buffer.dones.zero_()
+    buffer.truncated.zero_()
+    buffer.dones[1, 0] = 1.0  # env 0 truncated at step 1
+    buffer.truncated[1, 0] = 1.0
+    buffer.dones[1, 1] = 1.0  # env 1 terminated at step 1
+    trainer.compute_advantages(torch.zeros(2, 4))
+    # Truncated: r + gamma * V(final_obs) - V(obs); terminated: r - V(obs).
+    assert buffer.advantages[1, 0].item() == pytest.approx(1.0 + 0.9 * constant - constant)
+    assert buffer.advantages[1, 1].item() == pytest.approx(1.0 - constant)
+    # The last step bootstraps from next_value for both.
+    assert buffer.advantages[2, 0].item() == pytest.approx(1.0 + 0.9 * constant - constant)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"num_envs": 0}, "num_envs"),
+        ({"num_steps": -3}, "num_steps"),
+        ({"num_envs": 3, "num_steps": 3, "num_minibatches": 4}, "divisible"),
+        ({"gamma": 1.5}, "gamma"),
+        ({"learning_rate": 0.0}, "learning_rate"),
+        ({"total_timesteps": 0}, "total_timesteps"),
+    ],
+)
+def test_bad_config_values_are_rejected_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**changes)
+
+
+def test_unknown_config_keys_list_the_accepted_ones(tmp_path):
+    with pytest.raises(ValueError, match="num_envz.*accepted"):
+        TrainConfig.from_dict({"num_envz": 4})
+    path = tmp_path / "bad.yaml"
+    path.write_text("- a list\n")
+    with pytest.raises(ValueError, match="mapping"):
+        load_yaml(path)
+    with pytest.raises(FileNotFoundError, match="missing.yaml"):
+        load_yaml(tmp_path / "missing.yaml")
+
+
+def test_config_round_trips_through_a_dictionary():
+    config = TrainConfig(num_envs=16, hidden_sizes=(32, 32), env_params={"max_episode_steps": 100})
+    assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path, monkeypatch):
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, {"value": 1})
+
+    def failing_replace(source, destination):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(path, {"value": 2})
+    monkeypatch.undo()
+    assert load_checkpoint(path)["value"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]  # no temporary left behind
+    atomic_write_bytes(tmp_path / "other.bin", b"abc")
+    assert (tmp_path / "other.bin").read_bytes() == b"abc"
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        load_checkpoint(tmp_path)
+
+
+def test_training_resumes_from_its_checkpoint(tmp_path):
+    config = TrainConfig(
+        num_envs=4, num_steps=16, total_timesteps=4 * 16 * 2, num_minibatches=2, checkpoint_every=1
+    )
+    first = PPOTrainer(config, tmp_path)
+    first.train()
+    assert first.iteration == 2
+    saved = load_checkpoint(tmp_path)
+    assert saved["iteration"] == 2 and saved["global_step"] == 128
+    for name, tensor in first.policy.state_dict().items():
+        assert torch.equal(saved["policy"][name], tensor)
+
+    resumed = PPOTrainer.resume(tmp_path, total_timesteps=4 * 16 * 4)
+    assert resumed.iteration == 2 and resumed.global_step == 128
+    assert resumed.optimizer.state_dict()["state"][0]["step"].item() == pytest.approx(
+        first.optimizer.state_dict()["state"][0]["step"].item()
+    )
+    result = resumed.train()
+    assert result.iterations == 4 and result.global_step == 256
+    lines = (tmp_path / "progress.csv").read_text().strip().splitlines()
+    assert len(lines) == 1 + 4  # one header, four iterations
+    assert [float(line.split(",")[0]) for line in lines[1:]] == [64, 128, 192, 256]
+    assert math.isfinite(result.history[-1]["losses/value_loss"])
