@@ -114,6 +114,22 @@ def main() -> None:
         except torch.cuda.OutOfMemoryError as error:
             print(f"train {num_envs:>9,d} out of memory: {error}", flush=True)
         torch.cuda.empty_cache()
+    # What bounds small batches: the step kernel alone (launch from Python), no action sampling.
+    env = warpsci.make("CartPole-v1", num_envs=10_000, device="cuda", copy=False, check_actions=False)
+    env.reset()
+    step_rates = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(1000):
+            env.step_in_place()
+        torch.cuda.synchronize()
+        step_rates.append((time.perf_counter() - start) / 1000 * 1e6)
+    report["step_only_us_per_launch_10k"] = sorted(step_rates)[2]
+    print(
+        f"step kernel alone at 10K envs: {report['step_only_us_per_launch_10k']:.1f} us per step", flush=True
+    )
+
     report["bench"] = [
         {"mode": r.mode, "num_envs": r.num_envs, "steps_per_second": r.steps_per_second, "repeats": r.repeats}
         for r in rows
