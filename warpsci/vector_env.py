@@ -313,9 +313,9 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             )
         if discrete and actions.dtype in (torch.uint16, torch.uint32, torch.uint64):
             actions = actions.to(torch.int64)  # torch has no comparisons for these types
-        if actions.device != self.device:
-            if actions.device.type != "cpu" and self.device.type != "cpu":
-                raise ValueError(f"actions are on {actions.device}, the environment on {self.device}")
+        # Host actions are copied in; actions on another GPU are a mistake.
+        if actions.device != self.device and "cpu" not in (actions.device.type, self.device.type):
+            raise ValueError(f"actions are on {actions.device}, the environment on {self.device}")
         if self.check_actions:
             self._check_action_range(actions)
         target.copy_(actions)
