@@ -8,7 +8,8 @@ import sys
 import warpsci  # noqa: F401  (registers the environments)
 from warpsci.cli import preset
 from warpsci.config import TrainConfig
-from warpsci.ppo import PPOTrainer, evaluate_policy
+from warpsci.ppo import PPOTrainer
+from warpsci.trainer import evaluate_policy
 
 device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
 config = TrainConfig.from_dict({**preset("CartPole-v1"), "device": device})

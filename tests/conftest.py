@@ -16,6 +16,9 @@ import torch
 
 import warpsci
 
+# Register the toy environments for the action kinds, so the registry-driven suite covers them too.
+import action_toys  # noqa: E402,F401
+
 STATE_NAMES = ("x", "x_dot", "theta", "theta_dot")
 
 

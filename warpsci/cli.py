@@ -18,11 +18,11 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def preset(env_id: str) -> dict[str, Any]:
-    """The packaged training preset for ``env_id`` (empty when there is none)."""
+def preset(env_id: str, algo: str = "ppo") -> dict[str, Any]:
+    """The packaged training preset of ``algo`` for ``env_id`` (empty when there is none)."""
     from warpsci.config import load_yaml
 
-    path = resources.files("warpsci") / "configs" / f"{env_id}.yaml"
+    path = resources.files("warpsci") / "configs" / algo / f"{env_id}.yaml"
     if not path.is_file():
         return {}
     with resources.as_file(path) as real_path:
@@ -33,15 +33,16 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
     """Preset, then ``--config`` file, then command-line flags: later ones win."""
     from warpsci.config import load_yaml
 
-    data: dict[str, Any] = {"env_id": args.env_id, **preset(args.env_id)}
-    if args.config:
-        data.update(load_yaml(args.config))
+    from_file = load_yaml(args.config) if args.config else {}
+    algo = args.algo or from_file.get("algo", "ppo")
+    data: dict[str, Any] = {"env_id": args.env_id, **preset(args.env_id, algo), **from_file}
     data["env_id"] = args.env_id
     flags = {
         "device": args.device,
         "num_envs": args.num_envs,
         "total_timesteps": args.total_steps,
         "seed": args.seed,
+        "algo": args.algo,
     }
     data.update({key: value for key, value in flags.items() if value is not None})
     data.setdefault("device", default_device())
@@ -51,8 +52,8 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
 def command_train(args: argparse.Namespace) -> int:
     import warpsci  # noqa: F401  (registers the environments)
     from warpsci.config import TrainConfig
-    from warpsci.ppo import PPOTrainer, evaluate_policy
     from warpsci.registry import get_definition
+    from warpsci.trainer import evaluate_policy, make_trainer, resume_trainer
 
     if args.resume:
         overrides = {}
@@ -60,7 +61,7 @@ def command_train(args: argparse.Namespace) -> int:
             overrides["total_timesteps"] = args.total_steps
         if args.device is not None:
             overrides["device"] = args.device
-        trainer = PPOTrainer.resume(args.resume, **overrides)
+        trainer = resume_trainer(args.resume, **overrides)
         run_dir = Path(args.resume)
     else:
         get_definition(args.env_id)  # fail early on an unknown id
@@ -68,16 +69,17 @@ def command_train(args: argparse.Namespace) -> int:
         run_dir = Path(
             args.run_dir or f"runs/{config.env_id}__seed{config.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
         )
-        trainer = PPOTrainer(config, run_dir)
+        trainer = make_trainer(config, run_dir)
     config = trainer.config
     print(
-        f"training {config.env_id} on {trainer.device} with {config.num_envs} environments for "
-        f"{config.total_timesteps:,} steps; run folder {run_dir}",
+        f"training {config.env_id} with {config.algo.upper()} on {trainer.device} with "
+        f"{config.num_envs} environments for {config.total_timesteps:,} steps; run folder {run_dir}",
         file=sys.stderr,
     )
     result = trainer.train(progress_bar=not args.no_progress)
     summary = {
         "env_id": config.env_id,
+        "algo": config.algo,
         "device": str(trainer.device),
         "global_step": result.global_step,
         "train_wall_time_s": round(result.wall_time, 3),
@@ -98,17 +100,14 @@ def command_eval(args: argparse.Namespace) -> int:
     import warpsci  # noqa: F401
     from warpsci.checkpoint import load_checkpoint
     from warpsci.config import TrainConfig
-    from warpsci.networks import ActorCritic
-    from warpsci.ppo import evaluate_policy
     from warpsci.registry import make
+    from warpsci.trainer import build_policy, evaluate_policy
 
     payload = load_checkpoint(args.checkpoint)
     config = TrainConfig.from_dict(payload["config"])
     device = args.device or default_device()
     probe = make(config.env_id, num_envs=1, device="cpu", params=dict(config.env_params) or None)
-    policy = ActorCritic.for_spaces(
-        probe.single_observation_space, probe.single_action_space, config.hidden_sizes
-    )
+    policy = build_policy(config, probe)
     policy.load_state_dict(payload["policy"])
     returns = evaluate_policy(
         policy,
@@ -206,12 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="warpsci", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train an agent with PPO")
+    train = commands.add_parser("train", help="train an agent with PPO or A2C")
     train.add_argument("env_id", help="registered environment id, e.g. CartPole-v1")
     train.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
     train.add_argument("--num-envs", type=_positive_int, help="environments in parallel")
     train.add_argument("--total-steps", type=_positive_int, help="environment steps to train for")
     train.add_argument("--seed", type=int, help="seed (default 1)")
+    train.add_argument("--algo", choices=["ppo", "a2c"], help="algorithm (default: the preset's, else ppo)")
     train.add_argument("--config", help="YAML file of TrainConfig fields")
     train.add_argument("--run-dir", help="folder for config, progress.csv, checkpoints")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")

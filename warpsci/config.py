@@ -8,13 +8,20 @@ from typing import Any
 
 import yaml
 
+#: Accepted values of ``TrainConfig.algo``.
+ALGORITHMS = ("ppo", "a2c")
+#: Accepted values of ``TrainConfig.optimizer``.
+OPTIMIZERS = ("adam", "rmsprop")
+
 
 @dataclasses.dataclass
 class TrainConfig:
-    """Everything a PPO run needs. Field names follow CleanRL's ``ppo.py``."""
+    """Everything a PPO or A2C run needs. Field names follow CleanRL's ``ppo.py``."""
 
     env_id: str = "CartPole-v1"
     """Registered environment id."""
+    algo: str = "ppo"
+    """``"ppo"`` (clipped surrogate, minibatch epochs) or ``"a2c"`` (one gradient step per rollout)."""
     device: str = "cpu"
     """``"cpu"`` or ``"cuda"``/``"cuda:N"``."""
     seed: int = 1
@@ -26,7 +33,10 @@ class TrainConfig:
     total_timesteps: int = 500_000
     """Environment steps (summed over environments) to train for."""
     learning_rate: float = 2.5e-4
-    """Adam learning rate at the start of training."""
+    """Learning rate at the start of training."""
+    optimizer: str = "adam"
+    """``"adam"`` (eps 1e-5, as CleanRL) or ``"rmsprop"`` (alpha 0.99, eps 1e-5, as Stable-Baselines3's
+    A2C)."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to zero over training."""
     gamma: float = 0.99
@@ -34,15 +44,15 @@ class TrainConfig:
     gae_lambda: float = 0.95
     """GAE's lambda."""
     num_minibatches: int = 4
-    """Minibatches per epoch; the rollout is split into this many."""
+    """Minibatches per epoch; the rollout is split into this many (PPO; A2C uses the whole rollout)."""
     update_epochs: int = 4
-    """Passes over the rollout per update."""
+    """Passes over the rollout per update (PPO; A2C makes one)."""
     norm_adv: bool = True
     """Normalise advantages within each minibatch."""
     clip_coef: float = 0.2
     """PPO's surrogate clipping coefficient."""
     clip_vloss: bool = True
-    """Clip the value loss around the old values, as in PPO's reference implementation."""
+    """Clip the value loss around the old values, as in PPO's reference implementation (PPO only)."""
     ent_coef: float = 0.01
     """Weight of the entropy bonus."""
     vf_coef: float = 0.5
@@ -53,6 +63,12 @@ class TrainConfig:
     """Stop an update's epochs early when the approximate KL exceeds this; None never stops."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Widths of the hidden layers of the actor and the critic."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (Box action spaces only)."""
+    normalize_obs: bool = False
+    """Normalise observations by running mean and variance (kept with the policy's weights)."""
+    normalize_reward: bool = False
+    """Divide rewards by the running standard deviation of the discounted return."""
     checkpoint_every: int = 50
     """Write a checkpoint every this many iterations (and at the end); 0 writes only at the end."""
     env_params: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -73,6 +89,10 @@ class TrainConfig:
             )
         if not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.gae_lambda <= 1.0:
             raise ValueError(f"gamma and gae_lambda must lie in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        if self.algo not in ALGORITHMS:
+            raise ValueError(f"algo must be one of {list(ALGORITHMS)}, got {self.algo!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
 

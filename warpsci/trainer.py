@@ -1,0 +1,370 @@
+"""The on-policy training loop shared by PPO and A2C, with every tensor on the environment's device.
+
+One iteration: a rollout of ``num_steps`` steps of ``num_envs`` environments (the actor samples on
+the device, the step kernel writes straight into the environment's buffers), values for the whole
+rollout in one critic pass, GAE, then the algorithm's update (:mod:`warpsci.ppo`, :mod:`warpsci.a2c`).
+The only host transfers are the metrics read once per iteration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from warpsci.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from warpsci.config import TrainConfig
+from warpsci.networks import ActorCritic
+from warpsci.normalization import RewardScaler
+from warpsci.registry import make
+from warpsci.rollout import RolloutBuffer, compute_gae
+from warpsci.vector_env import WarpVectorEnv
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a finished (or stopped) run reports."""
+
+    global_step: int
+    iterations: int
+    mean_episodic_return: float
+    """Mean return of the episodes that ended in the last iteration with any (NaN if none did)."""
+    wall_time: float
+    """Seconds spent in ``train``."""
+    history: list[dict[str, float]]
+
+
+class OnPolicyTrainer:
+    """Trains an :class:`~warpsci.networks.ActorCritic` on a warpsci environment; subclasses supply
+    ``update`` (PPO, A2C).
+
+    Args:
+        config: Hyperparameters and run settings.
+        run_dir: Where to write ``config.yaml``, ``progress.csv``, TensorBoard events and
+            ``checkpoint.pt``; None writes nothing.
+    """
+
+    def __init__(self, config: TrainConfig, run_dir: str | Path | None = None) -> None:
+        self.config = config
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.env: WarpVectorEnv = make(
+            config.env_id,
+            num_envs=config.num_envs,
+            device=config.device,
+            seed=config.seed,
+            params=dict(config.env_params) or None,
+            copy=False,
+            check_actions=False,
+        )
+        if self.env.num_agents != 1:
+            raise ValueError(
+                f"{config.env_id} has {self.env.num_agents} agents; {type(self).__name__} trains one"
+            )
+        self.device = self.env.device
+        torch.manual_seed(config.seed)
+        self.policy = build_policy(config, self.env).to(self.device)
+        self.optimizer = build_optimizer(config, self.policy)
+        self.reward_scaler = (
+            RewardScaler(config.num_envs, config.gamma).to(self.device) if config.normalize_reward else None
+        )
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(config.seed)
+        obs_shape = tuple(self.env.single_observation_space.shape)
+        self.buffer = RolloutBuffer(
+            config.num_steps,
+            config.num_envs,
+            obs_shape,
+            self.policy.action_shape,
+            self.device,
+            action_dtype=self.policy.action_dtype,
+        )
+        self.iteration = 0
+        self.global_step = 0
+
+    # ----------------------------------------------------------------------------- checkpoints
+
+    def checkpoint_payload(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "iteration": self.iteration,
+            "global_step": self.global_step,
+            "generator_state": self.generator.get_state(),
+            "reward_scaler": None if self.reward_scaler is None else self.reward_scaler.state_dict(),
+        }
+
+    def save(self, path: Path | None = None) -> Path:
+        """Write a checkpoint (atomically) to ``path``, default ``run_dir/checkpoint.pt``."""
+        if path is None:
+            if self.run_dir is None:
+                raise ValueError("save() needs a path when the trainer has no run_dir")
+            path = self.run_dir / CHECKPOINT_NAME
+        save_checkpoint(path, self.checkpoint_payload())
+        return path
+
+    def load(self, payload: dict[str, Any]) -> None:
+        """Restore network, optimiser, counters and sampling state from a checkpoint."""
+        self.policy.load_state_dict(payload["policy"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.iteration = int(payload["iteration"])
+        self.global_step = int(payload["global_step"])
+        self.generator.set_state(payload["generator_state"].cpu())
+        if self.reward_scaler is not None and payload.get("reward_scaler") is not None:
+            self.reward_scaler.load_state_dict(payload["reward_scaler"])
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, **overrides: Any) -> OnPolicyTrainer:
+        """Continue the run in ``run_dir`` from its checkpoint (config fields may be overridden,
+        e.g. ``total_timesteps`` to train longer). The environments start new episodes."""
+        payload = load_checkpoint(run_dir)
+        config = TrainConfig.from_dict({**payload["config"], **overrides})
+        trainer = cls(config, run_dir)
+        trainer.load(payload)
+        # Different episodes from the interrupted run, but the same ones on every resume.
+        trainer.env.reset(seed=config.seed + trainer.iteration)
+        return trainer
+
+    # ----------------------------------------------------------------------------- training
+
+    def learning_rate_at(self, iteration: int) -> float:
+        """Learning rate for (0-based) ``iteration``: linear decay to zero when annealing."""
+        if not self.config.anneal_lr:
+            return self.config.learning_rate
+        return self.config.learning_rate * (1.0 - iteration / self.config.num_iterations)
+
+    def collect_rollout(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run ``num_steps`` steps from ``obs``; returns the next observation and episode stats
+        ``[sum of returns, sum of lengths, count]`` of the episodes that ended (on the device)."""
+        buffer, env = self.buffer, self.env
+        env_buffers = env.buffers
+        actions_view = env.actions_buffer
+        episode_stats = torch.zeros(3, device=self.device)
+        for step in range(self.config.num_steps):
+            buffer.obs[step].copy_(obs)
+            with torch.no_grad():
+                actions, log_probs = self.policy.act(obs, self.generator)
+            buffer.actions[step].copy_(actions)
+            buffer.log_probs[step].copy_(log_probs)
+            actions_view.copy_(actions)
+            env.step_in_place()
+            done = env_buffers.terminated | env_buffers.truncated
+            buffer.rewards[step].copy_(env_buffers.rewards.squeeze(1))
+            buffer.dones[step].copy_(done)
+            # Only a time limit that cut a live episode short is bootstrapped.
+            buffer.truncated[step].copy_(env_buffers.truncated & ~env_buffers.terminated)
+            buffer.final_obs[step].copy_(env_buffers.final_obs.squeeze(1))
+            done_float = done.float()
+            episode_stats += torch.stack(
+                [
+                    (env_buffers.final_return.squeeze(1) * done_float).sum(),
+                    (env_buffers.final_length * done_float).sum(),
+                    done_float.sum(),
+                ]
+            )
+            obs = env_buffers.obs.squeeze(1)
+        return obs, episode_stats
+
+    def compute_advantages(self, next_obs: torch.Tensor) -> None:
+        """Values in one critic pass, reward scaling, truncation bootstrapping, GAE and returns."""
+        config, buffer = self.config, self.buffer
+        with torch.no_grad():
+            buffer.values.copy_(self.policy.value(buffer.obs))
+            next_value = self.policy.value(next_obs)
+            final_values = self.policy.value(buffer.final_obs)
+            rewards = buffer.rewards
+            if self.reward_scaler is not None:
+                rewards = self.reward_scaler.scale(rewards, buffer.dones)
+            # A truncated episode did not end: credit it with the value of where it stopped.
+            bootstrapped = rewards + config.gamma * final_values * buffer.truncated
+            buffer.advantages.copy_(
+                compute_gae(
+                    bootstrapped, buffer.values, buffer.dones, next_value, config.gamma, config.gae_lambda
+                )
+            )
+            buffer.returns.copy_(buffer.advantages + buffer.values)
+
+    def update(self) -> dict[str, torch.Tensor]:
+        """Learn from the rollout in ``self.buffer``; returns losses as device scalars."""
+        raise NotImplementedError
+
+    def explained_variance(self) -> torch.Tensor:
+        """How much of the returns' variance the rollout's values explain (NaN for constant returns)."""
+        returns, values = self.buffer.returns, self.buffer.values
+        variance = returns.var()
+        return torch.where(variance > 0, 1 - (returns - values).var() / variance, torch.nan)
+
+    def train(
+        self,
+        on_iteration: Callable[[dict[str, float]], None] | None = None,
+        progress_bar: bool = False,
+    ) -> TrainResult:
+        """Train until ``total_timesteps``; calls ``on_iteration(metrics)`` after each iteration.
+
+        Writes ``config.yaml``, ``progress.csv`` and checkpoints when the trainer has a run_dir.
+        """
+        from warpsci.config import save_yaml
+        from warpsci.run_log import RunLog
+
+        config = self.config
+        log = None
+        if self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            save_yaml(config.to_dict(), self.run_dir / "config.yaml")
+            log = RunLog(self.run_dir, resume=self.iteration > 0)
+        bar = None
+        if progress_bar:
+            from tqdm import tqdm
+
+            bar = tqdm(total=config.num_iterations * config.batch_size, initial=self.global_step, unit="step")
+
+        history: list[dict[str, float]] = []
+        start_time = time.perf_counter()
+        obs, _ = self.env.reset() if self.iteration == 0 else (self.env.buffers.obs.squeeze(1), {})
+        mean_return = math.nan
+        try:
+            while self.iteration < config.num_iterations:
+                iteration_start = time.perf_counter()
+                for group in self.optimizer.param_groups:
+                    group["lr"] = self.learning_rate_at(self.iteration)
+                obs, episode_stats = self.collect_rollout(obs)
+                self.compute_advantages(obs)
+                losses = self.update()
+                if self.policy.obs_normalizer is not None:
+                    # After the update, so that the statistics are fixed within an iteration.
+                    self.policy.obs_normalizer.update(self.buffer.obs)
+                self.iteration += 1
+                self.global_step += config.batch_size
+
+                # One host transfer per iteration for all the metrics.
+                names = list(losses)
+                values = torch.cat([episode_stats, torch.stack([losses[n] for n in names])]).tolist()
+                returns_sum, lengths_sum, episodes = values[:3]
+                elapsed = time.perf_counter() - iteration_start
+                metrics = {
+                    "global_step": self.global_step,
+                    "iteration": self.iteration,
+                    "charts/episodic_return": returns_sum / episodes if episodes else math.nan,
+                    "charts/episodic_length": lengths_sum / episodes if episodes else math.nan,
+                    "charts/episodes": episodes,
+                    "charts/learning_rate": self.optimizer.param_groups[0]["lr"],
+                    "charts/SPS": config.batch_size / elapsed,
+                    "time/elapsed_s": time.perf_counter() - start_time,
+                    **dict(zip(names, values[3:], strict=True)),
+                }
+                if episodes:
+                    mean_return = metrics["charts/episodic_return"]
+                history.append(metrics)
+                if log is not None:
+                    log.write(metrics)
+                if on_iteration is not None:
+                    on_iteration(metrics)
+                if bar is not None:
+                    bar.update(config.batch_size)
+                    bar.set_postfix(SPS=f"{metrics['charts/SPS']:,.0f}", ret=f"{mean_return:.1f}")
+                every = config.checkpoint_every
+                if self.run_dir is not None and every > 0 and self.iteration % every == 0:
+                    self.save()
+        finally:
+            if self.run_dir is not None:
+                self.save()
+            if log is not None:
+                log.close()
+            if bar is not None:
+                bar.close()
+        return TrainResult(
+            global_step=self.global_step,
+            iterations=self.iteration,
+            mean_episodic_return=mean_return,
+            wall_time=time.perf_counter() - start_time,
+            history=history,
+        )
+
+
+def evaluate_policy(
+    policy: ActorCritic,
+    env_id: str,
+    num_episodes: int = 100,
+    device: str | torch.device = "cpu",
+    seed: int = 12345,
+    greedy: bool = True,
+    env_params: dict[str, Any] | None = None,
+) -> np.ndarray:
+    """Returns of ``num_episodes`` episodes, one per environment, run in parallel.
+
+    Each of ``num_episodes`` environments plays until its first episode ends; ``greedy`` picks the
+    most likely action, otherwise actions are sampled.
+    """
+    env = make(
+        env_id,
+        num_envs=num_episodes,
+        device=device,
+        seed=seed,
+        params=env_params or None,
+        copy=False,
+        check_actions=False,
+    )
+    generator = torch.Generator(device=env.device)
+    generator.manual_seed(seed)
+    obs, _ = env.reset()
+    finished = torch.zeros(num_episodes, dtype=torch.bool, device=env.device)
+    returns = torch.zeros(num_episodes, device=env.device)
+    policy = policy.to(env.device)
+    for _ in range(env.max_episode_steps):
+        with torch.no_grad():
+            actions = policy.act_greedy(obs) if greedy else policy.act(obs, generator)[0]
+        env.actions_buffer.copy_(actions)
+        env.step_in_place()
+        done = env.buffers.terminated | env.buffers.truncated
+        newly = done & ~finished
+        returns = torch.where(newly, env.buffers.final_return.squeeze(1), returns)
+        finished |= done
+        obs = env.buffers.obs.squeeze(1)
+    return returns.cpu().numpy()
+
+
+def build_policy(config: TrainConfig, env: WarpVectorEnv) -> ActorCritic:
+    """The network a run with ``config`` trains (and an evaluation of its checkpoint loads)."""
+    return ActorCritic.for_spaces(
+        env.single_observation_space,
+        env.single_action_space,
+        config.hidden_sizes,
+        log_std_init=config.log_std_init,
+        normalize_obs=config.normalize_obs,
+    )
+
+
+def build_optimizer(config: TrainConfig, policy: ActorCritic) -> torch.optim.Optimizer:
+    """Adam (eps 1e-5) or RMSprop (alpha 0.99, eps 1e-5) over the policy's parameters."""
+    if config.optimizer == "rmsprop":
+        return torch.optim.RMSprop(policy.parameters(), lr=config.learning_rate, alpha=0.99, eps=1e-5)
+    return torch.optim.Adam(policy.parameters(), lr=config.learning_rate, eps=1e-5)
+
+
+def trainer_class(algo: str) -> type[OnPolicyTrainer]:
+    """The trainer of ``algo`` (``"ppo"`` or ``"a2c"``)."""
+    from warpsci.a2c import A2CTrainer
+    from warpsci.ppo import PPOTrainer
+
+    classes: dict[str, type[OnPolicyTrainer]] = {"ppo": PPOTrainer, "a2c": A2CTrainer}
+    if algo not in classes:
+        raise ValueError(f"algo must be one of {list(classes)}, got {algo!r}")
+    return classes[algo]
+
+
+def make_trainer(config: TrainConfig, run_dir: str | Path | None = None) -> OnPolicyTrainer:
+    """A PPO or A2C trainer, as ``config.algo`` says."""
+    return trainer_class(config.algo)(config, run_dir)
+
+
+def resume_trainer(run_dir: str | Path, **overrides: Any) -> OnPolicyTrainer:
+    """Continue the run in ``run_dir`` with the algorithm it was started with."""
+    payload = load_checkpoint(run_dir)
+    algo = overrides.get("algo", payload["config"].get("algo", "ppo"))
+    return trainer_class(algo).resume(run_dir, **overrides)
