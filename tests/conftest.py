@@ -10,14 +10,13 @@ import os
 # but speed; it must be set before torch or numba load their OpenMP runtime.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# Register the toy environments for the action kinds, so the registry-driven suite covers them too.
+import action_toys  # noqa: E402,F401
 import numpy as np
 import pytest
 import torch
 
 import warpsci
-
-# Register the toy environments for the action kinds, so the registry-driven suite covers them too.
-import action_toys  # noqa: E402,F401
 
 STATE_NAMES = ("x", "x_dot", "theta", "theta_dot")
 

@@ -87,6 +87,9 @@ class EnvironmentDefinition:
         max_episode_steps: ``params -> int``, the time limit after which an episode is truncated.
         num_step_phases: Number of phases of a step; agents synchronise between phases. Default 1.
         reference: Where the dynamics come from (for documentation).
+        params_float_dtype: Precision in which float params reach the kernels: ``np.float32``
+            (default, the precision of most state) or ``np.float64`` for dynamics so sensitive that a
+            constant rounded to float32 changes the result (Acrobot's 0.2 s Runge-Kutta step).
     """
 
     name: str
@@ -102,6 +105,7 @@ class EnvironmentDefinition:
     num_agents: Callable[[Any], int] = lambda params: 1
     num_step_phases: int = 1
     reference: str = ""
+    params_float_dtype: Any = np.float32
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.params_type):
@@ -109,6 +113,10 @@ class EnvironmentDefinition:
         names = [field.name for field in self.state_fields]
         if len(set(names)) != len(names):
             raise ValueError(f"state field names must be unique, got {names}")
+        if np.dtype(self.params_float_dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ValueError(
+                f"params_float_dtype must be np.float32 or np.float64, got {self.params_float_dtype!r}"
+            )
         if self.num_step_phases < 1:
             raise ValueError(f"num_step_phases must be >= 1, got {self.num_step_phases}")
 
@@ -122,10 +130,11 @@ class EnvironmentDefinition:
         return self.params_type()
 
 
-def params_to_tuple(params: Any) -> tuple:
+def params_to_tuple(params: Any, float_dtype: Any = np.float32) -> tuple:
     """Turn a params dataclass into a namedtuple of numpy scalars that kernels can take.
 
-    Floats become ``float32`` (the precision of the state arrays), ints ``int64``, bools ``bool_``.
+    Floats become ``float_dtype`` (default ``float32``, the precision of most state arrays), ints
+    ``int64``, bools ``bool_``.
     """
     fields = dataclasses.fields(params)
     values = []
@@ -136,7 +145,7 @@ def params_to_tuple(params: Any) -> tuple:
         elif isinstance(value, (int, np.integer)):
             values.append(np.int64(value))
         elif isinstance(value, (float, np.floating)):
-            values.append(np.float32(value))
+            values.append(np.dtype(float_dtype).type(value))
         else:
             raise TypeError(f"params field {field.name!r} must be a number or a bool, got {value!r}")
     tuple_type = _params_tuple_type(type(params).__name__, tuple(f.name for f in fields))

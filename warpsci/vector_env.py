@@ -106,7 +106,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         self.check_actions = check_actions
         self.num_agents = int(definition.num_agents(self.params))
         self.max_episode_steps = int(definition.max_episode_steps(self.params))
-        self._params_tuple = params_to_tuple(self.params)
+        self._params_tuple = params_to_tuple(self.params, definition.params_float_dtype)
         self._next_seed = _seed_to_int(0 if seed is None else seed)
         self._seed = self._next_seed
 

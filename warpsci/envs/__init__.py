@@ -1,8 +1,24 @@
 """Environments shipped with warpsci, each one module built on :mod:`warpsci.environment`."""
 
+from warpsci.envs.acrobot import ACROBOT, AcrobotParams
 from warpsci.envs.cartpole import CARTPOLE, CartPoleParams
+from warpsci.envs.mountain_car import MOUNTAIN_CAR, MountainCarParams
+from warpsci.envs.mountain_car_continuous import MOUNTAIN_CAR_CONTINUOUS, MountainCarContinuousParams
+from warpsci.envs.pendulum import PENDULUM, PendulumParams
 
 #: Every environment shipped with warpsci, in registration order.
-BUILTIN_ENVIRONMENTS = (CARTPOLE,)
+BUILTIN_ENVIRONMENTS = (CARTPOLE, ACROBOT, MOUNTAIN_CAR, MOUNTAIN_CAR_CONTINUOUS, PENDULUM)
 
-__all__ = ["BUILTIN_ENVIRONMENTS", "CARTPOLE", "CartPoleParams"]
+__all__ = [
+    "ACROBOT",
+    "AcrobotParams",
+    "BUILTIN_ENVIRONMENTS",
+    "CARTPOLE",
+    "CartPoleParams",
+    "MOUNTAIN_CAR",
+    "MOUNTAIN_CAR_CONTINUOUS",
+    "MountainCarContinuousParams",
+    "MountainCarParams",
+    "PENDULUM",
+    "PendulumParams",
+]

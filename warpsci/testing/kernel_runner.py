@@ -40,7 +40,7 @@ class HostKernelRunner:
         self.definition = definition
         self.backend = backend
         self.max_episode_steps = template.max_episode_steps
-        self.params = params_to_tuple(template.params)
+        self.params = params_to_tuple(template.params, definition.params_float_dtype)
         self.state = definition.state_type(
             *(template.state_tensors[f.name].numpy().copy() for f in definition.state_fields)
         )
