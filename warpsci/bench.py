@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from collections.abc import Callable
 
+import gymnasium
 import torch
 
 from warpsci.config import TrainConfig
@@ -34,22 +36,54 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def action_sampler(
+    space: gymnasium.Space, actions: torch.Tensor, generator: torch.Generator
+) -> Callable[[], None]:
+    """A function that fills ``actions`` with uniform random actions of ``space``, on its device."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return lambda: torch.randint(
+            int(space.start),
+            int(space.start + space.n),
+            actions.shape,
+            generator=generator,
+            device=actions.device,
+            out=actions,
+        )
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        nvec = torch.as_tensor(space.nvec, dtype=torch.float32, device=actions.device)
+        uniform = torch.empty(actions.shape, device=actions.device)
+
+        def multi_discrete() -> None:
+            uniform.uniform_(generator=generator)
+            torch.floor(uniform * nvec, out=uniform)
+            actions.copy_(uniform)
+
+        return multi_discrete
+    if isinstance(space, gymnasium.spaces.Box):
+        low = torch.as_tensor(space.low, device=actions.device)
+        width = torch.as_tensor(space.high, device=actions.device) - low
+
+        def box() -> None:
+            actions.uniform_(generator=generator)
+            actions.mul_(width).add_(low)
+
+        return box
+    raise TypeError(f"no random sampler for action space {space!r}")
+
+
 def bench_env(
     env_id: str, num_envs: int, device: str = "cpu", steps: int = 1000, repeats: int = 5, seed: int = 0
 ) -> BenchResult:
-    """Steps/s of the environment alone, random actions sampled on the device each step."""
+    """Steps/s of the environment alone, uniform random actions sampled on the device each step."""
     env = make(env_id, num_envs=num_envs, device=device, seed=seed, copy=False, check_actions=False)
-    space = env.single_action_space
-    if not hasattr(space, "n"):
-        raise ValueError(f"bench_env samples Discrete actions; {env_id} has {space}")
-    actions = env.actions_buffer
     generator = torch.Generator(device=env.device)
     generator.manual_seed(seed)
+    sample_actions = action_sampler(env.single_action_space, env.actions_buffer, generator)
     env.reset()
 
     def run(count: int) -> None:
         for _ in range(count):
-            torch.randint(0, int(space.n), actions.shape, generator=generator, device=env.device, out=actions)
+            sample_actions()
             env.step_in_place()
 
     run(min(steps, 20))  # compile and warm up
