@@ -166,3 +166,56 @@ def test_bench_prints_env_and_train_throughput(tmp_path, capsys):
 def test_list_names_cartpole(capsys):
     assert main(["list"]) == 0
     assert "CartPole-v1" in capsys.readouterr().out
+
+
+def test_every_builtin_environment_has_a_valid_ppo_preset():
+    from warpsci.cli import preset
+    from warpsci.config import TrainConfig
+    from warpsci.envs import BUILTIN_ENVIRONMENTS
+
+    for definition in BUILTIN_ENVIRONMENTS:
+        data = preset(definition.name, "ppo")
+        assert data, f"no PPO preset for {definition.name}"
+        config = TrainConfig.from_dict(data)
+        assert config.env_id == definition.name and config.algo == "ppo"
+
+
+def test_algo_flag_selects_the_a2c_preset_and_trainer(tmp_path):
+    run_dir = tmp_path / "run"
+    argv = ["train", "CartPole-v1", "--algo", "a2c", "--device", "cpu", "--total-steps", "640"]
+    assert main(argv + ["--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "0"]) == 0
+    written = (run_dir / "config.yaml").read_text()
+    # The A2C preset's rollout (64 environments, 5 steps, RMSprop), not the PPO one.
+    assert "algo: a2c" in written and "num_steps: 5" in written and "optimizer: rmsprop" in written
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["algo"] == "a2c" and summary["global_step"] == 640
+    # Resuming picks the algorithm up from the checkpoint.
+    assert (
+        main(
+            [
+                "train",
+                "CartPole-v1",
+                "--resume",
+                str(run_dir),
+                "--total-steps",
+                "1280",
+                "--no-progress",
+                "--eval-episodes",
+                "0",
+            ]
+        )
+        == 0
+    )
+    assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 1280
+
+
+def test_eval_restores_a_continuous_policy_with_observation_statistics(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    argv = ["train", "Pendulum-v1", "--device", "cpu", "--num-envs", "8", "--total-steps", "1024"]
+    assert main(argv + ["--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "4"]) == 0
+    trained = json.loads((run_dir / "summary.json").read_text())
+    capsys.readouterr()
+    assert main(["eval", str(run_dir), "--episodes", "4", "--device", "cpu", "--seed", "12345"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    # Same greedy policy, same seed and episodes: the saved normaliser statistics were restored.
+    assert evaluated["mean_return"] == pytest.approx(trained["eval_mean_return"], rel=1e-5)

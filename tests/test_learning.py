@@ -1,35 +1,60 @@
-"""Learning tests: the trained agent must reach a return threshold (CPU backend)."""
+"""Learning tests: ``warpsci train ENV`` with the packaged preset must reach the return threshold.
+
+The greedy evaluation that ``warpsci train`` runs after training (100 episodes, mean return) is the
+figure judged. The small problems train on the CPU here; the others are marked ``gpu``: they run
+on a CUDA GPU (``pytest -m gpu tests/test_learning.py``, results recorded in BENCHMARKS.md) and are
+skipped where there is none.
+"""
 
 import json
 import subprocess
 import sys
 
+import pytest
+import torch
+
 from warpsci.run_log import read_progress
 
+#: Mean-return thresholds of issue 3, per (environment, algorithm).
+THRESHOLDS = {
+    ("CartPole-v1", "ppo"): 475,
+    ("CartPole-v1", "a2c"): 475,
+    ("Acrobot-v1", "ppo"): -100,
+    ("MountainCar-v0", "ppo"): -120,
+    ("MountainCarContinuous-v0", "ppo"): 90,
+    ("Pendulum-v1", "ppo"): -250,
+}
 
-def test_cartpole_ppo_reaches_475_on_the_cpu(tmp_path):
-    """``warpsci train CartPole-v1 --device cpu`` with the packaged preset solves Cartpole."""
-    run_dir = tmp_path / "run"
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "warpsci.cli",
-            "train",
-            "CartPole-v1",
-            "--device",
-            "cpu",
-            "--run-dir",
-            str(run_dir),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+
+def train_with_preset(env_id: str, algo: str, device: str, run_dir) -> dict:
+    """Run ``warpsci train ENV --algo ALGO --device DEVICE`` and return its summary.json."""
+    command = [sys.executable, "-m", "warpsci.cli", "train", env_id, "--algo", algo, "--device", device]
+    command += ["--run-dir", str(run_dir), "--no-progress"]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    rows = read_progress(run_dir / "progress.csv")
-    best = max(row["charts/episodic_return"] for row in rows if row["charts/episodes"] > 0)
-    assert best >= 475, f"best mean episodic return {best}"
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["eval_mean_return"] >= 475, summary
+    rows = read_progress(run_dir / "progress.csv")
+    summary["best_training_return"] = max(
+        row["charts/episodic_return"] for row in rows if row["charts/episodes"] > 0
+    )
+    print(json.dumps(summary))
+    return summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env_id", "algo"), [("CartPole-v1", "ppo"), ("CartPole-v1", "a2c"), ("Acrobot-v1", "ppo")]
+)
+def test_preset_learns_on_the_cpu(env_id, algo, tmp_path):
+    summary = train_with_preset(env_id, algo, "cpu", tmp_path / "run")
+    threshold = THRESHOLDS[(env_id, algo)]
+    assert summary["eval_mean_return"] >= threshold, summary
+    assert summary["best_training_return"] >= threshold, summary
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("env_id", "algo"), list(THRESHOLDS))
+def test_preset_learns_on_the_gpu(env_id, algo, tmp_path):
+    summary = train_with_preset(env_id, algo, "cuda", tmp_path / "run")
+    assert summary["eval_mean_return"] >= THRESHOLDS[(env_id, algo)], summary
