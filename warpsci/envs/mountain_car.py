@@ -57,15 +57,16 @@ def reset_agent(state, params, env, agent, key):
 
 
 @agent_function
-def step_agent(state, params, actions, env, agent, phase, key):
+def move_car(state, params, env, agent, engine):
+    """Advance the car one step with ``engine`` (velocity added by the engine); shared with
+    MountainCarContinuous-v0, whose params carry the same names."""
     position = np.float64(state.position[env, agent])
     velocity = np.float64(state.velocity[env, agent])
     min_position = np.float64(params.min_position)
     max_position = np.float64(params.max_position)
     max_speed = np.float64(params.max_speed)
 
-    push = np.float64(actions[env, agent] - 1)
-    velocity += push * np.float64(params.force) + math.cos(3.0 * position) * (-np.float64(params.gravity))
+    velocity += engine - np.float64(params.gravity) * math.cos(3.0 * position)
     velocity = min(max(velocity, -max_speed), max_speed)
     position += velocity
     position = min(max(position, min_position), max_position)
@@ -74,6 +75,11 @@ def step_agent(state, params, actions, env, agent, phase, key):
 
     state.position[env, agent] = position
     state.velocity[env, agent] = velocity
+
+
+@agent_function
+def step_agent(state, params, actions, env, agent, phase, key):
+    move_car(state, params, env, agent, np.float64(actions[env, agent] - 1) * np.float64(params.force))
     return -1.0
 
 
@@ -85,9 +91,7 @@ def observe_agent(state, params, obs, env, agent):
 
 @agent_function
 def is_terminal(state, params, env):
-    return (
-        state.position[env, 0] >= params.goal_position and state.velocity[env, 0] >= params.goal_velocity
-    )
+    return state.position[env, 0] >= params.goal_position and state.velocity[env, 0] >= params.goal_velocity
 
 
 def observation_space(params: MountainCarParams) -> gymnasium.spaces.Box:

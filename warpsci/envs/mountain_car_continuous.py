@@ -21,13 +21,19 @@ clipping, plus 100 on the step that reaches the goal (``position >= goal_positio
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import gymnasium
 import numpy as np
 
-from warpsci.environment import EnvironmentDefinition, StateField, agent_function
-from warpsci.random import uniform_range
+from warpsci.environment import EnvironmentDefinition, agent_function
+from warpsci.envs.mountain_car import (
+    STATE_FIELDS,
+    is_terminal,
+    move_car,
+    observation_space,
+    observe_agent,
+    reset_agent,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,37 +56,11 @@ class MountainCarContinuousParams:
     max_episode_steps: int = 999  #: time limit (truncation)
 
 
-STATE_FIELDS = (
-    StateField("position", np.float32),
-    StateField("velocity", np.float32),
-)
-
-
-@agent_function
-def reset_agent(state, params, env, agent, key):
-    state.position[env, agent] = uniform_range(key, 0, params.reset_low, params.reset_high)
-    state.velocity[env, agent] = 0.0
-
-
 @agent_function
 def step_agent(state, params, actions, env, agent, phase, key):
-    position = np.float64(state.position[env, agent])
-    velocity = np.float64(state.velocity[env, agent])
-    min_position = np.float64(params.min_position)
-    max_position = np.float64(params.max_position)
-    max_speed = np.float64(params.max_speed)
-
     action = np.float64(actions[env, agent, 0])
     force = min(max(action, np.float64(params.min_action)), np.float64(params.max_action))
-    velocity += force * np.float64(params.power) - np.float64(params.gravity) * math.cos(3.0 * position)
-    velocity = min(max(velocity, -max_speed), max_speed)
-    position += velocity
-    position = min(max(position, min_position), max_position)
-    if position == min_position and velocity < 0.0:
-        velocity = 0.0
-
-    state.position[env, agent] = position
-    state.velocity[env, agent] = velocity
+    move_car(state, params, env, agent, force * np.float64(params.power))
 
     # The goal bonus is decided on the stored (single-precision) state, as is_terminal decides.
     reward = 0.0
@@ -90,25 +70,6 @@ def step_agent(state, params, actions, env, agent, phase, key):
     ):
         reward = np.float64(params.goal_reward)
     return reward - action * action * np.float64(params.action_cost)
-
-
-@agent_function
-def observe_agent(state, params, obs, env, agent):
-    obs[env, agent, 0] = state.position[env, agent]
-    obs[env, agent, 1] = state.velocity[env, agent]
-
-
-@agent_function
-def is_terminal(state, params, env):
-    return (
-        state.position[env, 0] >= params.goal_position and state.velocity[env, 0] >= params.goal_velocity
-    )
-
-
-def observation_space(params: MountainCarContinuousParams) -> gymnasium.spaces.Box:
-    low = np.array([params.min_position, -params.max_speed], dtype=np.float32)
-    high = np.array([params.max_position, params.max_speed], dtype=np.float32)
-    return gymnasium.spaces.Box(low, high, dtype=np.float32)
 
 
 def action_space(params: MountainCarContinuousParams) -> gymnasium.spaces.Box:
