@@ -219,3 +219,14 @@ def test_eval_restores_a_continuous_policy_with_observation_statistics(tmp_path,
     evaluated = json.loads(capsys.readouterr().out)
     # Same greedy policy, same seed and episodes: the saved normaliser statistics were restored.
     assert evaluated["mean_return"] == pytest.approx(trained["eval_mean_return"], rel=1e-5)
+
+
+def test_target_return_reports_the_time_from_process_start(tmp_path):
+    run_dir = tmp_path / "run"
+    argv = ["train", "CartPole-v1", "--device", "cpu", "--target-return", "40", "--total-steps", "200000"]
+    assert main(argv + ["--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "0"]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["solved_at_step"] is not None and summary["global_step"] < 200_000
+    assert summary["return_last100"] >= 40
+    # From process start, so at least the training time.
+    assert summary["time_to_target_s"] >= summary["train_wall_time_s"]

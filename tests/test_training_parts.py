@@ -176,3 +176,39 @@ def test_training_resumes_from_its_checkpoint(tmp_path):
     assert len(lines) == 1 + 4  # one header, four iterations
     assert [float(line.split(",")[0]) for line in lines[1:]] == [64, 128, 192, 256]
     assert math.isfinite(result.history[-1]["losses/value_loss"])
+
+
+def test_recent_episodes_keeps_the_last_hundred_in_order():
+    from collections import deque
+
+    from warpsci.rollout import RecentEpisodes
+
+    window = RecentEpisodes(size=100)
+    reference: deque[float] = deque(maxlen=100)
+    rng = np.random.default_rng(0)
+    assert math.isnan(float(window.mean()))
+    for _ in range(40):
+        returns = torch.from_numpy(rng.normal(size=(3, 16)).astype(np.float32))
+        ended = torch.from_numpy(rng.random((3, 16)) < 0.3)
+        window.add(returns, ended)
+        reference.extend(returns.reshape(-1)[ended.reshape(-1)].tolist())
+        assert int(window.seen) >= len(reference)
+        assert float(window.mean()) == pytest.approx(np.mean(reference), abs=1e-5)
+
+
+def test_target_return_stops_training_early():
+    from warpsci.trainer import make_trainer
+
+    config = TrainConfig(
+        env_id="CartPole-v1",
+        device="cpu",
+        num_envs=16,
+        num_steps=32,
+        total_timesteps=16 * 32 * 200,
+        learning_rate=1e-3,
+        target_return=30.0,
+    )
+    result = make_trainer(config).train()
+    assert result.solved_at_step is not None and result.iterations < 200
+    last = result.history[-1]
+    assert last["charts/return_last100"] >= 30.0

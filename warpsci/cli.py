@@ -12,6 +12,20 @@ from typing import Any
 
 import torch
 
+_IMPORTED_AT = time.time()
+
+
+def process_age() -> float:
+    """Seconds since this process started (from /proc on Linux; elsewhere since this module loaded)."""
+    try:
+        ticks_since_boot = float(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        import os
+
+        return uptime - ticks_since_boot / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.time() - _IMPORTED_AT
+
 
 def default_device() -> str:
     """``"cuda"`` when a GPU is available, else ``"cpu"``."""
@@ -43,6 +57,7 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
         "total_timesteps": args.total_steps,
         "seed": args.seed,
         "algo": args.algo,
+        "target_return": args.target_return,
     }
     data.update({key: value for key, value in flags.items() if value is not None})
     data.setdefault("device", default_device())
@@ -77,6 +92,7 @@ def command_train(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     result = trainer.train(progress_bar=not args.no_progress)
+    finished_at = process_age()
     summary = {
         "env_id": config.env_id,
         "algo": config.algo,
@@ -84,7 +100,13 @@ def command_train(args: argparse.Namespace) -> int:
         "global_step": result.global_step,
         "train_wall_time_s": round(result.wall_time, 3),
         "mean_episodic_return": result.mean_episodic_return,
+        "return_last100": result.history[-1]["charts/return_last100"] if result.history else None,
     }
+    if config.target_return is not None:
+        summary["target_return"] = config.target_return
+        summary["solved_at_step"] = result.solved_at_step
+        # Wall time from process start (interpreter, imports, compilation included) to the stop.
+        summary["time_to_target_s"] = round(finished_at, 3) if result.solved_at_step is not None else None
     if args.eval_episodes > 0:
         returns = evaluate_policy(
             trainer.policy, config.env_id, args.eval_episodes, trainer.device, env_params=config.env_params
@@ -217,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")
     train.add_argument(
         "--eval-episodes", type=int, default=100, help="greedy evaluation episodes after training"
+    )
+    train.add_argument(
+        "--target-return",
+        type=float,
+        help="stop when the mean return of the last 100 episodes reaches this; the summary gives the "
+        "wall time from process start",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.set_defaults(handler=command_train)

@@ -69,6 +69,8 @@ class TrainConfig:
     """Normalise observations by running mean and variance (kept with the policy's weights)."""
     normalize_reward: bool = False
     """Divide rewards by the running standard deviation of the discounted return."""
+    target_return: float | None = None
+    """Stop as soon as the mean return of the last 100 episodes reaches this; None trains to the end."""
     checkpoint_every: int = 50
     """Write a checkpoint every this many iterations (and at the end); 0 writes only at the end."""
     env_params: dict[str, Any] = dataclasses.field(default_factory=dict)

@@ -37,6 +37,48 @@ class RolloutBuffer:
         self.values = zeros(num_steps, num_envs)
         self.advantages = zeros(num_steps, num_envs)
         self.returns = zeros(num_steps, num_envs)
+        # Return and length of the episode that ended at step t (meaningful where dones[t] is 1).
+        self.episode_returns = zeros(num_steps, num_envs)
+        self.episode_lengths = zeros(num_steps, num_envs)
+
+    def episode_stats(self) -> torch.Tensor:
+        """``[sum of returns, sum of lengths, count]`` of the episodes that ended in the rollout."""
+        return torch.stack(
+            [
+                (self.episode_returns * self.dones).sum(),
+                (self.episode_lengths * self.dones).sum(),
+                self.dones.sum(),
+            ]
+        )
+
+
+class RecentEpisodes:
+    """The returns of the last ``size`` episodes to end, kept on the device (a ring buffer).
+
+    Args:
+        size: Episodes kept. Default 100 (the usual "solved" window).
+        device: Where the buffer lives.
+    """
+
+    def __init__(self, size: int = 100, device: torch.device | str = "cpu") -> None:
+        self.size = size
+        # One slot more than kept: the episodes that did not end are all written to the last one.
+        self.returns = torch.zeros(size + 1, device=device)
+        self.seen = torch.zeros((), dtype=torch.int64, device=device)
+
+    def add(self, returns: torch.Tensor, ended: torch.Tensor) -> None:
+        """Append ``returns[i]`` where ``ended[i]``, in index order; no host synchronisation."""
+        returns, ended = returns.reshape(-1), ended.reshape(-1).to(torch.int64)
+        order = self.seen + torch.cumsum(ended, 0) - 1
+        slots = torch.where(ended.bool(), order % self.size, self.size)
+        self.returns.scatter_(0, slots, returns.to(self.returns.dtype))
+        self.seen += ended.sum()
+
+    def mean(self) -> torch.Tensor:
+        """Mean of the kept returns (NaN before any episode ended), a device scalar."""
+        count = torch.clamp(self.seen, max=self.size)
+        valid = torch.arange(self.size, device=self.returns.device) < count
+        return torch.where(count > 0, (self.returns[: self.size] * valid).sum() / count, torch.nan)
 
 
 def compute_gae(

@@ -23,7 +23,7 @@ from warpsci.config import TrainConfig
 from warpsci.networks import ActorCritic
 from warpsci.normalization import RewardScaler
 from warpsci.registry import make
-from warpsci.rollout import RolloutBuffer, compute_gae
+from warpsci.rollout import RecentEpisodes, RolloutBuffer, compute_gae
 from warpsci.vector_env import WarpVectorEnv
 
 
@@ -38,6 +38,8 @@ class TrainResult:
     wall_time: float
     """Seconds spent in ``train``."""
     history: list[dict[str, float]]
+    solved_at_step: int | None = None
+    """With ``target_return``: the step count when the last-100 mean reached it (else None)."""
 
 
 class OnPolicyTrainer:
@@ -84,6 +86,7 @@ class OnPolicyTrainer:
             self.device,
             action_dtype=self.policy.action_dtype,
         )
+        self.recent_episodes = RecentEpisodes(100, self.device)
         self.iteration = 0
         self.global_step = 0
 
@@ -98,6 +101,7 @@ class OnPolicyTrainer:
             "global_step": self.global_step,
             "generator_state": self.generator.get_state(),
             "reward_scaler": None if self.reward_scaler is None else self.reward_scaler.state_dict(),
+            "recent_episodes": {"returns": self.recent_episodes.returns, "seen": self.recent_episodes.seen},
         }
 
     def save(self, path: Path | None = None) -> Path:
@@ -116,6 +120,9 @@ class OnPolicyTrainer:
         self.iteration = int(payload["iteration"])
         self.global_step = int(payload["global_step"])
         self.generator.set_state(payload["generator_state"].cpu())
+        if payload.get("recent_episodes") is not None:
+            self.recent_episodes.returns.copy_(payload["recent_episodes"]["returns"])
+            self.recent_episodes.seen.copy_(payload["recent_episodes"]["seen"])
         if self.reward_scaler is not None and payload.get("reward_scaler") is not None:
             self.reward_scaler.load_state_dict(payload["reward_scaler"])
 
@@ -145,7 +152,6 @@ class OnPolicyTrainer:
         buffer, env = self.buffer, self.env
         env_buffers = env.buffers
         actions_view = env.actions_buffer
-        episode_stats = torch.zeros(3, device=self.device)
         for step in range(self.config.num_steps):
             buffer.obs[step].copy_(obs)
             with torch.no_grad():
@@ -160,16 +166,11 @@ class OnPolicyTrainer:
             # Only a time limit that cut a live episode short is bootstrapped.
             buffer.truncated[step].copy_(env_buffers.truncated & ~env_buffers.terminated)
             buffer.final_obs[step].copy_(env_buffers.final_obs.squeeze(1))
-            done_float = done.float()
-            episode_stats += torch.stack(
-                [
-                    (env_buffers.final_return.squeeze(1) * done_float).sum(),
-                    (env_buffers.final_length * done_float).sum(),
-                    done_float.sum(),
-                ]
-            )
+            buffer.episode_returns[step].copy_(env_buffers.final_return.squeeze(1))
+            buffer.episode_lengths[step].copy_(env_buffers.final_length)
             obs = env_buffers.obs.squeeze(1)
-        return obs, episode_stats
+        self.recent_episodes.add(buffer.episode_returns, buffer.dones)
+        return obs, buffer.episode_stats()
 
     def compute_advantages(self, next_obs: torch.Tensor) -> None:
         """Values in one critic pass, reward scaling, truncation bootstrapping, GAE and returns."""
@@ -228,6 +229,7 @@ class OnPolicyTrainer:
         start_time = time.perf_counter()
         obs, _ = self.env.reset() if self.iteration == 0 else (self.env.buffers.obs.squeeze(1), {})
         mean_return = math.nan
+        solved_at = None
         try:
             while self.iteration < config.num_iterations:
                 iteration_start = time.perf_counter()
@@ -244,8 +246,10 @@ class OnPolicyTrainer:
 
                 # One host transfer per iteration for all the metrics.
                 names = list(losses)
-                values = torch.cat([episode_stats, torch.stack([losses[n] for n in names])]).tolist()
-                returns_sum, lengths_sum, episodes = values[:3]
+                recent = self.recent_episodes
+                window = torch.stack([recent.mean(), recent.seen.to(episode_stats.dtype)])
+                values = torch.cat([episode_stats, window, torch.stack([losses[n] for n in names])]).tolist()
+                returns_sum, lengths_sum, episodes, last100, episodes_seen = values[:5]
                 elapsed = time.perf_counter() - iteration_start
                 metrics = {
                     "global_step": self.global_step,
@@ -253,10 +257,11 @@ class OnPolicyTrainer:
                     "charts/episodic_return": returns_sum / episodes if episodes else math.nan,
                     "charts/episodic_length": lengths_sum / episodes if episodes else math.nan,
                     "charts/episodes": episodes,
+                    "charts/return_last100": last100,
                     "charts/learning_rate": self.optimizer.param_groups[0]["lr"],
                     "charts/SPS": config.batch_size / elapsed,
                     "time/elapsed_s": time.perf_counter() - start_time,
-                    **dict(zip(names, values[3:], strict=True)),
+                    **dict(zip(names, values[5:], strict=True)),
                 }
                 if episodes:
                     mean_return = metrics["charts/episodic_return"]
@@ -271,6 +276,10 @@ class OnPolicyTrainer:
                 every = config.checkpoint_every
                 if self.run_dir is not None and every > 0 and self.iteration % every == 0:
                     self.save()
+                target = config.target_return
+                if target is not None and episodes_seen >= recent.size and last100 >= target:
+                    solved_at = self.global_step
+                    break
         finally:
             if self.run_dir is not None:
                 self.save()
@@ -284,6 +293,7 @@ class OnPolicyTrainer:
             mean_episodic_return=mean_return,
             wall_time=time.perf_counter() - start_time,
             history=history,
+            solved_at_step=solved_at,
         )
 
 
