@@ -15,6 +15,7 @@ import gymnasium
 import torch
 
 from warpsci.config import TrainConfig
+from warpsci.graphs import GraphReplay
 from warpsci.ppo import PPOTrainer
 from warpsci.registry import make
 
@@ -72,10 +73,24 @@ def action_sampler(
 
 
 def bench_env(
-    env_id: str, num_envs: int, device: str = "cpu", steps: int = 1000, repeats: int = 5, seed: int = 0
+    env_id: str,
+    num_envs: int,
+    device: str = "cpu",
+    steps: int = 1000,
+    repeats: int = 5,
+    seed: int = 0,
+    capture: bool = False,
+    threads_per_block: int | None = None,
 ) -> BenchResult:
-    """Steps/s of the environment alone, uniform random actions sampled on the device each step."""
-    env = make(env_id, num_envs=num_envs, device=device, seed=seed, copy=False, check_actions=False)
+    """Steps/s of the environment alone, uniform random actions sampled on the device each step.
+
+    With ``capture`` (CUDA only) the ``steps`` steps of a repeat (sampling and step kernel) are
+    captured once as a CUDA graph and each repeat replays it.
+    """
+    options = {} if threads_per_block is None else {"threads_per_block": threads_per_block}
+    env = make(
+        env_id, num_envs=num_envs, device=device, seed=seed, copy=False, check_actions=False, **options
+    )
     generator = torch.Generator(device=env.device)
     generator.manual_seed(seed)
     sample_actions = action_sampler(env.single_action_space, env.actions_buffer, generator)
@@ -86,15 +101,23 @@ def bench_env(
             sample_actions()
             env.step_in_place()
 
-    run(min(steps, 20))  # compile and warm up
+    if capture:
+        replay = GraphReplay(lambda: run(steps), env.device, (generator,))
+        replay()  # warm-up (compiles)
+        replay()  # capture
+        timed = replay
+    else:
+        run(min(steps, 20))  # compile and warm up
+        timed = lambda: run(steps)  # noqa: E731
     _synchronize(env.device)
     rates = []
     for _ in range(repeats):
         start = time.perf_counter()
-        run(steps)
+        timed()
         _synchronize(env.device)
         rates.append(num_envs * steps / (time.perf_counter() - start))
-    return BenchResult(env_id, "env", str(env.device), num_envs, statistics.median(rates), rates)
+    mode = "env-graph" if capture else "env"
+    return BenchResult(env_id, mode, str(env.device), num_envs, statistics.median(rates), rates)
 
 
 def bench_train(
@@ -104,20 +127,24 @@ def bench_train(
     num_steps: int = 128,
     iterations: int = 5,
     seed: int = 0,
+    capture: bool = True,
 ) -> BenchResult:
     """End-to-end PPO steps/s (rollout + advantages + update, CleanRL's Cartpole network: 64x64
-    tanh, 4 epochs, 4 minibatches); the first iteration (compilation) is not timed."""
+    tanh, 4 epochs, 4 minibatches), median over ``iterations`` timed iterations. The first two
+    iterations (compilation, warm-up, and on CUDA the graph capture) are not timed; ``capture``
+    sets ``TrainConfig.capture_graphs``."""
     config = TrainConfig(
         env_id=env_id,
         device=device,
         seed=seed,
         num_envs=num_envs,
         num_steps=num_steps,
-        total_timesteps=num_envs * num_steps * (iterations + 1),
+        total_timesteps=num_envs * num_steps * (iterations + 2),
         checkpoint_every=0,
+        capture_graphs=capture,
     )
     trainer = PPOTrainer(config)
     rates: list[float] = []
     trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS"]))
-    timed = rates[1:] or rates
+    timed = rates[2:] or rates
     return BenchResult(env_id, "train", str(trainer.device), num_envs, statistics.median(timed), timed)

@@ -69,6 +69,9 @@ class TrainConfig:
     """Normalise observations by running mean and variance (kept with the policy's weights)."""
     normalize_reward: bool = False
     """Divide rewards by the running standard deviation of the discounted return."""
+    capture_graphs: bool = True
+    """On CUDA, replay each iteration's rollout and advantage estimation as a CUDA graph (captured
+    on the second iteration); False runs them eagerly, for debugging. Ignored on the CPU."""
     target_return: float | None = None
     """Stop as soon as the mean return of the last 100 episodes reaches this; None trains to the end."""
     checkpoint_every: int = 50

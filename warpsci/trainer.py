@@ -20,6 +20,7 @@ import torch
 
 from warpsci.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from warpsci.config import TrainConfig
+from warpsci.graphs import GraphReplay
 from warpsci.networks import ActorCritic
 from warpsci.normalization import RewardScaler
 from warpsci.registry import make
@@ -87,6 +88,12 @@ class OnPolicyTrainer:
             action_dtype=self.policy.action_dtype,
         )
         self.recent_episodes = RecentEpisodes(100, self.device)
+        self._graph: GraphReplay | None = None
+        if config.capture_graphs and self.device.type == "cuda":
+            # The reset seed is a kernel argument frozen into the graph: a new seed, a new capture.
+            self._graph = GraphReplay(
+                self._rollout_work, self.device, (self.generator,), key=lambda: self.env.current_seed
+            )
         self.iteration = 0
         self.global_step = 0
 
@@ -146,9 +153,9 @@ class OnPolicyTrainer:
             return self.config.learning_rate
         return self.config.learning_rate * (1.0 - iteration / self.config.num_iterations)
 
-    def collect_rollout(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run ``num_steps`` steps from ``obs``; returns the next observation and episode stats
-        ``[sum of returns, sum of lengths, count]`` of the episodes that ended (on the device)."""
+    def collect_rollout(self, obs: torch.Tensor) -> torch.Tensor:
+        """Run ``num_steps`` steps from ``obs`` into the rollout buffer; returns the next observation
+        (a view of the environment's own buffer)."""
         buffer, env = self.buffer, self.env
         env_buffers = env.buffers
         actions_view = env.actions_buffer
@@ -169,8 +176,22 @@ class OnPolicyTrainer:
             buffer.episode_returns[step].copy_(env_buffers.final_return.squeeze(1))
             buffer.episode_lengths[step].copy_(env_buffers.final_length)
             obs = env_buffers.obs.squeeze(1)
-        self.recent_episodes.add(buffer.episode_returns, buffer.dones)
-        return obs, buffer.episode_stats()
+        return obs
+
+    def rollout_and_advantages(self) -> torch.Tensor:
+        """One iteration's rollout (from the environment's current observation) and advantages;
+        replayed as a CUDA graph when ``capture_graphs`` is on. Returns the episode stats
+        ``[sum of returns, sum of lengths, count]`` of the episodes that ended (on the device)."""
+        if self._graph is not None:
+            self._graph()
+        else:
+            self._rollout_work()
+        self.recent_episodes.add(self.buffer.episode_returns, self.buffer.dones)
+        return self.buffer.episode_stats()
+
+    def _rollout_work(self) -> None:
+        next_obs = self.collect_rollout(self.env.buffers.obs.squeeze(1))
+        self.compute_advantages(next_obs)
 
     def compute_advantages(self, next_obs: torch.Tensor) -> None:
         """Values in one critic pass, reward scaling, truncation bootstrapping, GAE and returns."""
@@ -227,7 +248,8 @@ class OnPolicyTrainer:
 
         history: list[dict[str, float]] = []
         start_time = time.perf_counter()
-        obs, _ = self.env.reset() if self.iteration == 0 else (self.env.buffers.obs.squeeze(1), {})
+        if self.iteration == 0:
+            self.env.reset()
         mean_return = math.nan
         solved_at = None
         try:
@@ -235,8 +257,7 @@ class OnPolicyTrainer:
                 iteration_start = time.perf_counter()
                 for group in self.optimizer.param_groups:
                     group["lr"] = self.learning_rate_at(self.iteration)
-                obs, episode_stats = self.collect_rollout(obs)
-                self.compute_advantages(obs)
+                episode_stats = self.rollout_and_advantages()
                 losses = self.update()
                 if self.policy.obs_normalizer is not None:
                     # After the update, so that the statistics are fixed within an iteration.

@@ -272,6 +272,11 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
     # ----------------------------------------------------------------------------- helpers
 
     @property
+    def current_seed(self) -> int:
+        """The seed of the last reset, which the kernels combine with each environment's tick."""
+        return self._seed
+
+    @property
     def actions_buffer(self) -> torch.Tensor:
         """The action tensor the next ``step_in_place`` reads, shaped like ``action_space``."""
         return self._agents_out(self.buffers.actions)

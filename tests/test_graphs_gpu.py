@@ -1,0 +1,89 @@
+"""CUDA-graph replay gives the same results as eager execution (needs a CUDA GPU; skipped without).
+
+Run on a GPU host: ``python -m pytest -q -m gpu tests/test_graphs_gpu.py``; results in BENCHMARKS.md.
+"""
+
+import pytest
+import torch
+
+import warpsci
+from warpsci.bench import action_sampler
+from warpsci.config import TrainConfig
+from warpsci.graphs import GraphReplay
+from warpsci.trainer import make_trainer
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_replayed_env_steps_equal_eager_steps(env_id):
+    def trajectory(capture: bool) -> list[torch.Tensor]:
+        env = warpsci.make(env_id, num_envs=2048, device="cuda", seed=4, copy=False, check_actions=False)
+        generator = torch.Generator(device="cuda").manual_seed(9)
+        sample = action_sampler(env.single_action_space, env.actions_buffer, generator)
+        env.reset()
+        frames = []
+
+        def ten_steps() -> None:
+            for _ in range(10):
+                sample()
+                env.step_in_place()
+
+        replay = GraphReplay(ten_steps, env.device, (generator,)) if capture else ten_steps
+        for _ in range(4):  # warm-up, capture, two replays
+            replay()
+            frames += [env.buffers.obs.clone(), env.buffers.final_return.clone(), env.buffers.tick.clone()]
+        if capture:
+            assert replay.captures == 1
+        return frames
+
+    for eager, replayed in zip(trajectory(False), trajectory(True), strict=True):
+        assert torch.equal(eager, replayed)
+
+
+def test_new_reset_seed_triggers_a_new_capture():
+    env = warpsci.make("CartPole-v1", num_envs=64, device="cuda", copy=False, check_actions=False)
+    env.reset(seed=1)
+    replay = GraphReplay(env.step_in_place, env.device, key=lambda: env.current_seed)
+    for _ in range(3):
+        replay()
+    env.reset(seed=2)
+    replay()
+    assert replay.captures == 2
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_captured_training_equals_eager_training(env_id, algo):
+    def run(capture: bool):
+        config = TrainConfig(
+            env_id=env_id,
+            algo=algo,
+            device="cuda",
+            seed=3,
+            num_envs=512,
+            num_steps=32,
+            total_timesteps=512 * 32 * 5,
+            capture_graphs=capture,
+            normalize_obs=True,
+            normalize_reward=True,
+        )
+        trainer = make_trainer(config)
+        result = trainer.train()
+        return trainer, result
+
+    eager, eager_result = run(False)
+    captured, captured_result = run(True)
+    assert captured._graph is not None and captured._graph.captures == 1
+    for name in ("obs", "actions", "log_probs", "rewards", "dones", "advantages", "returns"):
+        torch.testing.assert_close(
+            getattr(captured.buffer, name), getattr(eager.buffer, name), rtol=1e-4, atol=1e-4, msg=name
+        )
+    for a, b in zip(captured.policy.parameters(), eager.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    returns = [row["charts/episodic_return"] for row in captured_result.history]
+    expected = [row["charts/episodic_return"] for row in eager_result.history]
+    assert returns == pytest.approx(expected, rel=1e-4, nan_ok=True)
