@@ -14,7 +14,9 @@ Prints one table and writes OUT_DIR/graph_session.csv (medians of 5 repeats).
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -51,6 +53,35 @@ def run_gpu_tests(out: Path) -> None:
         print(tests.stdout[-6000:])
 
 
+def time_to_target(out: Path, repeats: int = 3) -> None:
+    """``warpsci train CartPole-v1 --device cuda --target-return 475`` (the packaged preset)."""
+    for repeat in range(repeats):
+        run_dir = out / f"target_{repeat}"
+        command = [sys.executable, "-m", "warpsci.cli", "train", "CartPole-v1", "--device", "cuda"]
+        command += [
+            "--target-return",
+            "475",
+            "--no-progress",
+            "--eval-episodes",
+            "0",
+            "--run-dir",
+            str(run_dir),
+        ]
+        start = time.perf_counter()
+        completed = subprocess.run(command, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - start
+        if completed.returncode != 0:
+            print("time-to-target failed:", completed.stderr[-2000:])
+            return
+        summary = json.loads((run_dir / "summary.json").read_text())
+        print(
+            f"time-to-target run {repeat}: solved at {summary['solved_at_step']} steps, "
+            f"{summary['time_to_target_s']:.2f} s from process start, {wall:.2f} s wall, "
+            f"training {summary['train_wall_time_s']:.2f} s",
+            flush=True,
+        )
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     run_tests = "--no-tests" not in sys.argv
@@ -58,6 +89,7 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     if run_tests:
         run_gpu_tests(out)
+    time_to_target(out)
 
     rows = []
 

@@ -78,6 +78,7 @@ def test_captured_training_equals_eager_training(env_id, algo):
     eager, eager_result = run(False)
     captured, captured_result = run(True)
     assert captured._graph is not None and captured._graph.captures == 1
+    assert captured._update_graph is not None and captured._update_graph.captures == 1
     for name in ("obs", "actions", "log_probs", "rewards", "dones", "advantages", "returns"):
         torch.testing.assert_close(
             getattr(captured.buffer, name), getattr(eager.buffer, name), rtol=1e-4, atol=1e-4, msg=name
@@ -87,3 +88,24 @@ def test_captured_training_equals_eager_training(env_id, algo):
     returns = [row["charts/episodic_return"] for row in captured_result.history]
     expected = [row["charts/episodic_return"] for row in eager_result.history]
     assert returns == pytest.approx(expected, rel=1e-4, nan_ok=True)
+
+
+def test_resumed_captured_run_anneals_the_learning_rate(tmp_path):
+    from warpsci.trainer import resume_trainer
+
+    iteration = 256 * 16
+    config = TrainConfig(
+        env_id="CartPole-v1",
+        device="cuda",
+        num_envs=256,
+        num_steps=16,
+        total_timesteps=iteration * 3,
+        checkpoint_every=0,
+    )
+    make_trainer(config, tmp_path).train()
+    resumed = resume_trainer(tmp_path, total_timesteps=iteration * 6)
+    result = resumed.train()
+    assert isinstance(resumed.optimizer.param_groups[0]["lr"], torch.Tensor)
+    rates = [row["charts/learning_rate"] for row in result.history]
+    assert len(rates) == 3 and rates == sorted(rates, reverse=True) and rates[-1] < rates[0]
+    assert float(resumed.optimizer.param_groups[0]["lr"]) == pytest.approx(rates[-1])

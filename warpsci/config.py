@@ -70,8 +70,9 @@ class TrainConfig:
     normalize_reward: bool = False
     """Divide rewards by the running standard deviation of the discounted return."""
     capture_graphs: bool = True
-    """On CUDA, replay each iteration's rollout and advantage estimation as a CUDA graph (captured
-    on the second iteration); False runs them eagerly, for debugging. Ignored on the CPU."""
+    """On CUDA, replay each iteration's rollout and advantage estimation, and the update (unless
+    ``target_kl`` is set), as CUDA graphs captured on the second iteration; False runs everything
+    eagerly, for debugging. Ignored on the CPU."""
     target_return: float | None = None
     """Stop as soon as the mean return of the last 100 episodes reaches this; None trains to the end."""
     checkpoint_every: int = 50

@@ -31,7 +31,9 @@ class PPOTrainer(OnPolicyTrainer):
         old_values = buffer.values.flatten(0, 1)
         clip_fractions = []
         for _epoch in range(config.update_epochs):
-            order = torch.randperm(config.batch_size, device=self.device, generator=self.generator)
+            # argsort of uniform keys rather than randperm: the same draws eager and graph-replayed.
+            keys = torch.rand(config.batch_size, device=self.device, generator=self.generator)
+            order = torch.argsort(keys)
             for start in range(0, config.batch_size, config.minibatch_size):
                 index = order[start : start + config.minibatch_size]
                 new_log_prob, entropy, new_value = self.policy.evaluate(obs[index], actions[index])

@@ -72,7 +72,10 @@ class OnPolicyTrainer:
         self.device = self.env.device
         torch.manual_seed(config.seed)
         self.policy = build_policy(config, self.env).to(self.device)
-        self.optimizer = build_optimizer(config, self.policy)
+        capture = config.capture_graphs and self.device.type == "cuda"
+        # The update is captured too unless early stopping on the KL needs a host-side decision.
+        capture_update = capture and config.target_kl is None
+        self.optimizer = build_optimizer(config, self.policy, capturable=capture_update)
         self.reward_scaler = (
             RewardScaler(config.num_envs, config.gamma).to(self.device) if config.normalize_reward else None
         )
@@ -89,11 +92,15 @@ class OnPolicyTrainer:
         )
         self.recent_episodes = RecentEpisodes(100, self.device)
         self._graph: GraphReplay | None = None
-        if config.capture_graphs and self.device.type == "cuda":
+        self._update_graph: GraphReplay | None = None
+        self._losses: dict[str, torch.Tensor] = {}
+        if capture:
             # The reset seed is a kernel argument frozen into the graph: a new seed, a new capture.
             self._graph = GraphReplay(
                 self._rollout_work, self.device, (self.generator,), key=lambda: self.env.current_seed
             )
+        if capture_update:
+            self._update_graph = GraphReplay(self._update_work, self.device, (self.generator,))
         self.iteration = 0
         self.global_step = 0
 
@@ -124,6 +131,10 @@ class OnPolicyTrainer:
         """Restore network, optimiser, counters and sampling state from a checkpoint."""
         self.policy.load_state_dict(payload["policy"])
         self.optimizer.load_state_dict(payload["optimizer"])
+        if self._update_graph is not None:
+            # A checkpoint of an eager run holds float learning rates; a captured update needs tensors.
+            for group in self.optimizer.param_groups:
+                group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
         self.iteration = int(payload["iteration"])
         self.global_step = int(payload["global_step"])
         self.generator.set_state(payload["generator_state"].cpu())
@@ -216,6 +227,17 @@ class OnPolicyTrainer:
         """Learn from the rollout in ``self.buffer``; returns losses as device scalars."""
         raise NotImplementedError
 
+    def run_update(self) -> dict[str, torch.Tensor]:
+        """``update``, replayed as a CUDA graph when the update is captured."""
+        if self._update_graph is None:
+            return self.update()
+        self._update_graph()
+        return self._losses
+
+    def _update_work(self) -> None:
+        # Captured: the returned tensors are the graph's outputs, refreshed by every replay.
+        self._losses = self.update()
+
     def explained_variance(self) -> torch.Tensor:
         """How much of the returns' variance the rollout's values explain (NaN for constant returns)."""
         returns, values = self.buffer.returns, self.buffer.values
@@ -255,10 +277,10 @@ class OnPolicyTrainer:
         try:
             while self.iteration < config.num_iterations:
                 iteration_start = time.perf_counter()
-                for group in self.optimizer.param_groups:
-                    group["lr"] = self.learning_rate_at(self.iteration)
+                learning_rate = self.learning_rate_at(self.iteration)
+                set_learning_rate(self.optimizer, learning_rate)
                 episode_stats = self.rollout_and_advantages()
-                losses = self.update()
+                losses = self.run_update()
                 if self.policy.obs_normalizer is not None:
                     # After the update, so that the statistics are fixed within an iteration.
                     self.policy.obs_normalizer.update(self.buffer.obs)
@@ -279,7 +301,7 @@ class OnPolicyTrainer:
                     "charts/episodic_length": lengths_sum / episodes if episodes else math.nan,
                     "charts/episodes": episodes,
                     "charts/return_last100": last100,
-                    "charts/learning_rate": self.optimizer.param_groups[0]["lr"],
+                    "charts/learning_rate": learning_rate,
                     "charts/SPS": config.batch_size / elapsed,
                     "time/elapsed_s": time.perf_counter() - start_time,
                     **dict(zip(names, values[5:], strict=True)),
@@ -371,11 +393,31 @@ def build_policy(config: TrainConfig, env: WarpVectorEnv) -> ActorCritic:
     )
 
 
-def build_optimizer(config: TrainConfig, policy: ActorCritic) -> torch.optim.Optimizer:
-    """Adam (eps 1e-5) or RMSprop (alpha 0.99, eps 1e-5) over the policy's parameters."""
+def build_optimizer(
+    config: TrainConfig, policy: ActorCritic, capturable: bool = False
+) -> torch.optim.Optimizer:
+    """Adam (eps 1e-5) or RMSprop (alpha 0.99, eps 1e-5) over the policy's parameters.
+
+    ``capturable`` (for CUDA-graph replay) keeps the step counts and the learning rate in device
+    tensors, so that a replayed step reads the current learning rate.
+    """
+    parameters = list(policy.parameters())
+    learning_rate: float | torch.Tensor = config.learning_rate
+    if capturable:
+        learning_rate = torch.tensor(config.learning_rate, device=parameters[0].device)
+    options = {"capturable": True} if capturable else {}
     if config.optimizer == "rmsprop":
-        return torch.optim.RMSprop(policy.parameters(), lr=config.learning_rate, alpha=0.99, eps=1e-5)
-    return torch.optim.Adam(policy.parameters(), lr=config.learning_rate, eps=1e-5)
+        return torch.optim.RMSprop(parameters, lr=learning_rate, alpha=0.99, eps=1e-5, **options)
+    return torch.optim.Adam(parameters, lr=learning_rate, eps=1e-5, **options)
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, value: float) -> None:
+    """Set every group's learning rate, in place where it is a tensor (a captured update reads it)."""
+    for group in optimizer.param_groups:
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"].fill_(value)
+        else:
+            group["lr"] = value
 
 
 def trainer_class(algo: str) -> type[OnPolicyTrainer]:
