@@ -16,8 +16,8 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 
 import torch
