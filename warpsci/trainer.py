@@ -75,7 +75,8 @@ class OnPolicyTrainer:
         capture = config.capture_graphs and self.device.type == "cuda"
         # The update is captured too unless early stopping on the KL needs a host-side decision.
         capture_update = capture and config.target_kl is None
-        self.optimizer = build_optimizer(config, self.policy, capturable=capture_update)
+        # Capturable on every CUDA run, so that eager and captured runs do the same arithmetic.
+        self.optimizer = build_optimizer(config, self.policy, capturable=self.device.type == "cuda")
         self.reward_scaler = (
             RewardScaler(config.num_envs, config.gamma).to(self.device) if config.normalize_reward else None
         )
@@ -131,8 +132,8 @@ class OnPolicyTrainer:
         """Restore network, optimiser, counters and sampling state from a checkpoint."""
         self.policy.load_state_dict(payload["policy"])
         self.optimizer.load_state_dict(payload["optimizer"])
-        if self._update_graph is not None:
-            # A checkpoint of an eager run holds float learning rates; a captured update needs tensors.
+        if self.device.type == "cuda":
+            # A checkpoint of a CPU run holds float learning rates; a captured update needs tensors.
             for group in self.optimizer.param_groups:
                 group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
         self.iteration = int(payload["iteration"])
