@@ -42,7 +42,7 @@ def rolling_return(progress_csv: Path, threshold: float) -> tuple[float, float]:
         while len(window) > 1 and sum(e for e, _ in window[1:]) >= 100:
             window.pop(0)
         total = sum(e for e, _ in window)
-        if total >= 100 or (total > 0 and window):
+        if total > 0:
             mean = sum(s for _, s in window) / total
             if math.isnan(first_step) and total >= 100 and mean >= threshold:
                 first_step = float(row["global_step"])

@@ -125,7 +125,11 @@ class ActorCritic(nn.Module):
         return self.critic(self.normalize(obs)).squeeze(-1)
 
     def _actor_output(self, obs: torch.Tensor) -> torch.Tensor:
-        out = self.actor(self.normalize(obs))
+        return self._head(self.actor(self.normalize(obs)))
+
+    def _head(self, out: torch.Tensor) -> torch.Tensor:
+        """The actor's raw output as the distribution takes it (padded per component for
+        MultiDiscrete)."""
         if self.kind == "multi_discrete":
             padding = out.new_full(out.shape[:-1] + (1,), MASKED_LOGIT)
             out = torch.cat([out, padding], dim=-1)[..., self.logit_index]
@@ -151,11 +155,12 @@ class ActorCritic(nn.Module):
         self, obs: torch.Tensor, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log_prob, entropy, value)`` of given actions, for the update."""
-        out = self._actor_output(obs)
+        features = self.normalize(obs)
+        out = self._head(self.actor(features))
         if self.kind == "discrete":
             log_prob, entropy = categorical_log_prob_entropy(out, actions)
         elif self.kind == "multi_discrete":
             log_prob, entropy = multi_categorical_log_prob_entropy(out, actions)
         else:
             log_prob, entropy = gaussian_log_prob_entropy(out, self.actor_logstd, actions)
-        return log_prob, entropy, self.value(obs)
+        return log_prob, entropy, self.critic(features).squeeze(-1)

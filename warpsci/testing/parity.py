@@ -105,12 +105,18 @@ def check_parity(
     params = _params(definition, params)
     from numba import config, cuda
 
+    settings = {
+        "num_envs": num_envs,
+        "steps": steps,
+        "atol": atol,
+        "seed": seed,
+        "threads_per_block": threads_per_block,
+        "resync": resync,
+    }
     if config.ENABLE_CUDASIM or cuda.is_available():
-        report = _compare(definition, num_envs, steps, atol, seed, params, threads_per_block, resync)
+        report = _compare(definition, params, **settings)
     else:
-        report = _compare_in_simulator(
-            definition, num_envs, steps, atol, seed, params, threads_per_block, resync
-        )
+        report = _compare_in_simulator(definition, params, settings)
     if raise_on_failure and report.divergence is not None:
         raise ParityError(
             f"{definition.name}: the CUDA kernels ({report.backend}) diverge from the CPU kernels at "
@@ -157,11 +163,11 @@ def random_actions(space: gymnasium.Space, shape: tuple[int, ...], rng: np.rando
 
 def _compare(
     definition: EnvironmentDefinition,
+    params: Any,
     num_envs: int,
     steps: int,
     atol: float,
     seed: int,
-    params: Any,
     threads_per_block: int,
     resync: bool,
 ) -> ParityReport:
@@ -236,16 +242,7 @@ def _per_agent(group: str, name: str, runner) -> bool:
     return field.per_agent
 
 
-def _compare_in_simulator(
-    definition: EnvironmentDefinition,
-    num_envs: int,
-    steps: int,
-    atol: float,
-    seed: int,
-    params: Any,
-    threads_per_block: int,
-    resync: bool,
-) -> ParityReport:
+def _compare_in_simulator(definition: EnvironmentDefinition, params: Any, settings: dict) -> ParityReport:
     module = definition.reset_agent.py_func.__module__
     if module == "__main__":
         raise RuntimeError(
@@ -255,13 +252,8 @@ def _compare_in_simulator(
     request = {
         "module": module,
         "name": definition.name,
-        "num_envs": num_envs,
-        "steps": steps,
-        "atol": atol,
-        "seed": seed,
         "params": dataclasses.asdict(params),
-        "threads_per_block": threads_per_block,
-        "resync": resync,
+        "settings": settings,
     }
     environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     completed = subprocess.run(
@@ -293,16 +285,7 @@ def _main(argument: str) -> None:
     request = json.loads(argument)
     definition = _find_definition(request["module"], request["name"])
     params = definition.params_type(**request["params"])
-    report = _compare(
-        definition,
-        request["num_envs"],
-        request["steps"],
-        request["atol"],
-        request["seed"],
-        params,
-        request["threads_per_block"],
-        request["resync"],
-    )
+    report = _compare(definition, params, **request["settings"])
     print(json.dumps(dataclasses.asdict(report)))
 
 
