@@ -81,12 +81,18 @@ def bench_env(
     seed: int = 0,
     capture: bool = False,
     threads_per_block: int | None = None,
+    steps_per_launch: int = 1,
 ) -> BenchResult:
     """Steps/s of the environment alone, uniform random actions sampled on the device each step.
 
-    With ``capture`` (CUDA only) the ``steps`` steps of a repeat (sampling and step kernel) are
-    captured once as a CUDA graph and each repeat replays it.
+    With ``steps_per_launch`` 1 (default) each step is a ``torch`` sampling call into the action
+    buffer and one step kernel launch. Above 1, ``env.random_rollout(steps_per_launch)`` draws the
+    actions inside the kernel and takes that many steps per launch (``steps`` must be a multiple).
+    With ``capture`` (CUDA only) the ``steps`` steps of a repeat are captured once as a CUDA graph
+    and each repeat replays it.
     """
+    if steps_per_launch < 1 or steps % steps_per_launch:
+        raise ValueError(f"steps_per_launch must be >= 1 and divide steps={steps}, got {steps_per_launch}")
     options = {} if threads_per_block is None else {"threads_per_block": threads_per_block}
     env = make(
         env_id, num_envs=num_envs, device=device, seed=seed, copy=False, check_actions=False, **options
@@ -97,6 +103,10 @@ def bench_env(
     env.reset()
 
     def run(count: int) -> None:
+        if steps_per_launch > 1:
+            for _ in range(count // steps_per_launch):
+                env.random_rollout(steps_per_launch)
+            return
         for _ in range(count):
             sample_actions()
             env.step_in_place()
@@ -107,7 +117,7 @@ def bench_env(
         replay()  # capture
         timed = replay
     else:
-        run(min(steps, 20))  # compile and warm up
+        run(min(steps, max(20, steps_per_launch)))  # compile and warm up
         timed = lambda: run(steps)  # noqa: E731
     _synchronize(env.device)
     rates = []
@@ -116,7 +126,7 @@ def bench_env(
         timed()
         _synchronize(env.device)
         rates.append(num_envs * steps / (time.perf_counter() - start))
-    mode = "env-graph" if capture else "env"
+    mode = ("env-graph" if capture else "env") + (f"-x{steps_per_launch}" if steps_per_launch > 1 else "")
     return BenchResult(env_id, mode, str(env.device), num_envs, statistics.median(rates), rates)
 
 

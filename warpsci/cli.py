@@ -163,20 +163,40 @@ def command_bench(args: argparse.Namespace) -> int:
     from warpsci.bench import bench_env, bench_train
 
     device = args.device or default_device()
+    capture = device.startswith("cuda") and not args.no_capture
+    if args.steps % args.steps_per_launch:
+        raise SystemExit(f"--steps-per-launch {args.steps_per_launch} must divide --steps {args.steps}")
     results = []
     for num_envs in args.num_envs:
         if args.mode in ("env", "both"):
-            results.append(bench_env(args.env_id, num_envs, device, steps=args.steps, repeats=args.repeats))
+            results.append(
+                bench_env(
+                    args.env_id,
+                    num_envs,
+                    device,
+                    steps=args.steps,
+                    repeats=args.repeats,
+                    capture=capture,
+                    steps_per_launch=args.steps_per_launch,
+                )
+            )
             _report(results[-1])
         if args.mode in ("train", "both"):
             results.append(
-                bench_train(args.env_id, num_envs, device, num_steps=args.num_steps, iterations=args.repeats)
+                bench_train(
+                    args.env_id,
+                    num_envs,
+                    device,
+                    num_steps=args.num_steps,
+                    iterations=args.repeats,
+                    capture=capture,
+                )
             )
             _report(results[-1])
-    print(f"{'env':<14} {'mode':<6} {'device':<8} {'num_envs':>10} {'steps/s (median)':>18}")
+    print(f"{'env':<14} {'mode':<12} {'device':<8} {'num_envs':>10} {'steps/s (median)':>18}")
     for result in results:
         print(
-            f"{result.env_id:<14} {result.mode:<6} {result.device:<8} {result.num_envs:>10,d} "
+            f"{result.env_id:<14} {result.mode:<12} {result.device:<8} {result.num_envs:>10,d} "
             f"{result.steps_per_second:>18,.0f}"
         )
     if args.output:
@@ -265,6 +285,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--steps", type=_positive_int, default=1000, help="steps per timed repeat (env mode)")
     bench.add_argument("--repeats", type=_positive_int, default=5)
     bench.add_argument("--num-steps", type=_positive_int, default=128, help="rollout length (train mode)")
+    bench.add_argument(
+        "--steps-per-launch",
+        type=_positive_int,
+        default=1,
+        help="env mode: steps per kernel launch, actions drawn in the kernel (env.random_rollout)",
+    )
+    bench.add_argument(
+        "--no-capture", action="store_true", help="on CUDA, launch eagerly instead of replaying CUDA graphs"
+    )
     bench.add_argument("--output", help="write the results to this CSV file")
     bench.set_defaults(handler=command_bench)
 

@@ -26,6 +26,8 @@ _TWO_POW_MINUS_24 = np.float32(1.0 / 16777216.0)
 STEP_STREAM = 0
 #: Stream used for draws made while an environment resets.
 RESET_STREAM = 1
+#: Stream used for the uniform random actions of :meth:`WarpVectorEnv.random_rollout`.
+ACTION_STREAM = 2
 
 
 @njit(cache=True)

@@ -9,6 +9,7 @@ Numba (``tensor.numpy()`` on the CPU, ``numba.cuda.as_cuda_array`` on CUDA) and 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import gymnasium
@@ -28,6 +29,30 @@ _NUMPY_TO_TORCH = {
     np.dtype(np.uint8): torch.uint8,
     np.dtype(np.bool_): torch.bool,
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomRolloutStats:
+    """The episodes that ended during one :meth:`WarpVectorEnv.random_rollout` call.
+
+    The tensors live on the environment's device and are overwritten by the next call.
+
+    Attributes:
+        episodes: ``(num_envs,)`` int64, episodes that ended in each environment.
+        return_sum: ``(num_envs,)`` float64 (``(num_envs, num_agents)`` with several agents), the
+            sum of their returns.
+    """
+
+    episodes: torch.Tensor
+    return_sum: torch.Tensor
+
+    def mean_return(self) -> float:
+        """Mean return of the episodes that ended (over agents too); NaN if none did."""
+        count = int(self.episodes.sum())
+        if count == 0:
+            return math.nan
+        per_agent = self.return_sum.shape[1] if self.return_sum.dim() == 2 else 1
+        return float(self.return_sum.sum()) / (count * per_agent)
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -174,6 +199,8 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
                     self.num_agents,
                     threads_per_block or DEFAULT_THREADS_PER_BLOCK,
                 )
+        self._view = view
+        self._random_rollout_arrays: tuple[tuple[torch.Tensor, ...], list[Any]] | None = None
         self._state_view = state_type(
             *(view(self.state_tensors[f.name]) for f in self.definition.state_fields)
         )
@@ -264,6 +291,54 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
                 self.max_episode_steps,
                 self._stream(),
             )
+
+    def random_rollout(self, num_steps: int) -> RandomRolloutStats:
+        """Advance every environment ``num_steps`` steps with uniform random actions, drawn inside
+        the kernel: one launch for all the steps, nothing but the kernel's own work per step.
+
+        Each action is a pure function of (reset seed, environment, agent, tick), like every other
+        draw (:mod:`warpsci.random`): the same on every backend, and the same actions that
+        ``step`` would be given by reading ``actions_buffer`` after ``random_rollout(1)``.
+        Finished environments are reset as in ``step``. Afterwards ``buffers`` hold the last step's
+        results (observations, rewards, flags, ``final_*`` where an episode ended at the last
+        step) and ``actions_buffer`` its actions.
+
+        Use it for random-policy baselines, exploration warm-up, and env-only throughput. Raises
+        ValueError for a ``num_steps`` below 1 and for Box spaces with infinite bounds.
+        """
+        if not self._has_reset:
+            raise RuntimeError("call reset() before random_rollout()")
+        if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
+            raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
+        if self._random_rollout_arrays is None:
+            from warpsci.backends.kernel_parts import random_action_bounds
+
+            low, high = random_action_bounds(self._agent_action_space)
+            tensors = (
+                torch.from_numpy(low).to(self.device),
+                torch.from_numpy(high).to(self.device),
+                torch.zeros(self.num_envs, dtype=torch.int64, device=self.device),
+                torch.zeros(self.num_envs, self.num_agents, dtype=torch.float64, device=self.device),
+            )
+            self._random_rollout_arrays = (tensors, [self._view(tensor) for tensor in tensors])
+        (_, _, episodes, return_sum), views = self._random_rollout_arrays
+        episodes.zero_()
+        return_sum.zero_()
+        arguments = (
+            self._state_view,
+            self._params_tuple,
+            self._buffer_view,
+            self._seed,
+            self.max_episode_steps,
+            int(num_steps),
+            (views[0], views[1]),
+            (views[2], views[3]),
+        )
+        if self.device.type == "cpu":
+            self._kernels.random_steps(*arguments)
+        else:
+            self._kernels.random_steps(*arguments, self._stream())
+        return RandomRolloutStats(episodes=episodes, return_sum=self._agents_out(return_sum))
 
     def close(self, **kwargs: Any) -> None:
         """Release nothing: tensors are freed with the object."""

@@ -5,17 +5,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from numba import njit, prange
+from numba import prange
 
 from warpsci.backends.kernel_parts import make_kernel_parts
 from warpsci.environment import EnvironmentDefinition
+from warpsci.kernel_cache import cached_njit
 
 
 class CpuKernels:
     """Reset and step of every environment at once, on numpy arrays (views of CPU tensors)."""
 
     def __init__(self, definition: EnvironmentDefinition) -> None:
-        self._reset_all, self._step_all = _compile(definition)
+        self._reset_all, self._step_all, self._random_steps_all = _compile(definition)
 
     def reset(self, state: Any, params: Any, buffers: Any, seed: int) -> None:
         """Reset every environment with ``seed`` and write the first observations."""
@@ -24,6 +25,23 @@ class CpuKernels:
     def step(self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int) -> None:
         """Apply ``buffers.actions`` to every environment, autoresetting those that finish."""
         self._step_all(state, params, buffers, seed, max_episode_steps)
+
+    def random_steps(
+        self,
+        state: Any,
+        params: Any,
+        buffers: Any,
+        seed: int,
+        max_episode_steps: int,
+        num_steps: int,
+        action_bounds: tuple[Any, Any],
+        tallies: tuple[Any, Any],
+    ) -> None:
+        """``num_steps`` steps with uniform random actions drawn in the loop; ``tallies`` (episode
+        count per environment, return sum per agent) accumulate the episodes that end."""
+        self._random_steps_all(
+            state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies
+        )
 
 
 @functools.cache
@@ -35,9 +53,11 @@ def _compile(definition: EnvironmentDefinition):
     reset_finished_agent = parts.reset_finished_agent
     reset_agent_fresh = parts.reset_agent_fresh
     observe = parts.observe
+    random_action = parts.random_action
+    tally_episode = parts.tally_episode
     num_phases = parts.num_step_phases
 
-    @njit(parallel=True)
+    @cached_njit(parallel=True)
     def reset_all(state, params, buffers, seed):
         num_envs, num_agents = buffers.rewards.shape
         for env in prange(num_envs):
@@ -46,7 +66,7 @@ def _compile(definition: EnvironmentDefinition):
             for agent in range(num_agents):
                 observe(state, params, buffers, env, agent)
 
-    @njit(parallel=True)
+    @cached_njit(parallel=True)
     def step_all(state, params, buffers, seed, max_episode_steps):
         num_envs, num_agents = buffers.rewards.shape
         for env in prange(num_envs):
@@ -61,4 +81,23 @@ def _compile(definition: EnvironmentDefinition):
             for agent in range(num_agents):
                 observe(state, params, buffers, env, agent)
 
-    return reset_all, step_all
+    @cached_njit(parallel=True)
+    def random_steps_all(state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies):
+        num_envs, num_agents = buffers.rewards.shape
+        for env in prange(num_envs):
+            for _ in range(num_steps):
+                for agent in range(num_agents):
+                    random_action(buffers, seed, env, agent, action_bounds)
+                for phase in range(num_phases):
+                    for agent in range(num_agents):
+                        agent_phase(state, params, buffers, seed, env, agent, phase)
+                finish_environment(state, params, buffers, max_episode_steps, env)
+                for agent in range(num_agents):
+                    close_episode(state, params, buffers, env, agent)
+                    tally_episode(buffers, env, agent, tallies)
+                for agent in range(num_agents):
+                    reset_finished_agent(state, params, buffers, seed, env, agent)
+            for agent in range(num_agents):
+                observe(state, params, buffers, env, agent)
+
+    return reset_all, step_all, random_steps_all

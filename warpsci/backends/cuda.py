@@ -21,6 +21,7 @@ from numba import cuda
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
 from warpsci.backends.kernel_parts import make_kernel_parts
 from warpsci.environment import EnvironmentDefinition
+from warpsci.kernel_cache import cached_cuda_jit
 
 #: Default threads per block; see ``benchmarks/`` for the block-size search.
 DEFAULT_THREADS_PER_BLOCK = 128
@@ -48,7 +49,9 @@ class CudaKernels:
             raise ValueError(
                 f"threads_per_block must be in [1, {_MAX_THREADS_PER_BLOCK}], got {threads_per_block}"
             )
-        self._reset_kernel, self._step_kernel = _compile(definition, num_agents > 1)
+        self._reset_kernel, self._step_kernel, self._random_steps_kernel = _compile(
+            definition, num_agents > 1
+        )
         agent_threads = min(num_agents, threads_per_block)
         envs_per_block = max(1, threads_per_block // agent_threads)
         self.block = (agent_threads, envs_per_block)
@@ -64,6 +67,25 @@ class CudaKernels:
         """Apply ``buffers.actions`` to every environment, autoresetting those that finish."""
         self._step_kernel[self.grid, self.block, stream](state, params, buffers, seed, max_episode_steps)
 
+    def random_steps(
+        self,
+        state: Any,
+        params: Any,
+        buffers: Any,
+        seed: int,
+        max_episode_steps: int,
+        num_steps: int,
+        action_bounds: tuple[Any, Any],
+        tallies: tuple[Any, Any],
+        stream: Any = 0,
+    ) -> None:
+        """``num_steps`` steps in one launch with uniform random actions drawn in the kernel;
+        ``tallies`` (episode count per environment, return sum per agent) accumulate the episodes
+        that end."""
+        self._random_steps_kernel[self.grid, self.block, stream](
+            state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies
+        )
+
 
 @functools.cache
 def _compile(definition: EnvironmentDefinition, use_barriers: bool):
@@ -74,6 +96,8 @@ def _compile(definition: EnvironmentDefinition, use_barriers: bool):
     reset_finished_agent = parts.reset_finished_agent
     reset_agent_fresh = parts.reset_agent_fresh
     observe = parts.observe
+    random_action = parts.random_action
+    tally_episode = parts.tally_episode
     num_phases = parts.num_step_phases
 
     @cuda.jit
@@ -81,7 +105,7 @@ def _compile(definition: EnvironmentDefinition, use_barriers: bool):
         if use_barriers:
             cuda.syncthreads()
 
-    @cuda.jit
+    @cached_cuda_jit
     def reset_kernel(state, params, buffers, seed):
         num_envs, num_agents = buffers.rewards.shape
         env = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
@@ -94,7 +118,7 @@ def _compile(definition: EnvironmentDefinition, use_barriers: bool):
             for agent in range(cuda.threadIdx.x, num_agents, cuda.blockDim.x):
                 observe(state, params, buffers, env, agent)
 
-    @cuda.jit
+    @cached_cuda_jit
     def step_kernel(state, params, buffers, seed, max_episode_steps):
         num_envs, num_agents = buffers.rewards.shape
         env = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
@@ -121,4 +145,39 @@ def _compile(definition: EnvironmentDefinition, use_barriers: bool):
             for agent in range(first_agent, num_agents, agent_stride):
                 observe(state, params, buffers, env, agent)
 
-    return reset_kernel, step_kernel
+    @cached_cuda_jit
+    def random_steps_kernel(
+        state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies
+    ):
+        num_envs, num_agents = buffers.rewards.shape
+        env = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+        active = env < num_envs
+        first_agent = cuda.threadIdx.x
+        agent_stride = cuda.blockDim.x
+        for _ in range(num_steps):
+            if active:
+                for agent in range(first_agent, num_agents, agent_stride):
+                    random_action(buffers, seed, env, agent, action_bounds)
+            barrier()
+            for phase in range(num_phases):
+                if active:
+                    for agent in range(first_agent, num_agents, agent_stride):
+                        agent_phase(state, params, buffers, seed, env, agent, phase)
+                barrier()
+            if active and first_agent == 0:
+                finish_environment(state, params, buffers, max_episode_steps, env)
+            barrier()
+            if active:
+                for agent in range(first_agent, num_agents, agent_stride):
+                    close_episode(state, params, buffers, env, agent)
+                    tally_episode(buffers, env, agent, tallies)
+            barrier()
+            if active:
+                for agent in range(first_agent, num_agents, agent_stride):
+                    reset_finished_agent(state, params, buffers, seed, env, agent)
+            barrier()
+        if active:
+            for agent in range(first_agent, num_agents, agent_stride):
+                observe(state, params, buffers, env, agent)
+
+    return reset_kernel, step_kernel, random_steps_kernel

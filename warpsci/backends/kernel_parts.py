@@ -10,6 +10,11 @@ step:  ``agent_phase`` for each phase (barrier after each)
        ``reset_finished_agent`` (barrier)
        ``observe``
 reset: ``reset_agent_fresh`` (barrier) ``observe``
+
+A random rollout (``WarpVectorEnv.random_rollout``) repeats the step with ``random_action`` drawn
+by every agent first (barrier), ``tally_episode`` after ``close_episode``, and ``observe`` only
+after the last step. Extra arrays travel in tuples (``action_bounds``, ``tallies``), which is how
+Numba's CUDA simulator hands them to compiled functions as plain arrays.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import gymnasium
+import numpy as np
 from numba import njit
 
 from warpsci.environment import EnvironmentDefinition
-from warpsci.random import RESET_STREAM, STEP_STREAM, make_key
+from warpsci.random import ACTION_STREAM, RESET_STREAM, STEP_STREAM, integer, make_key, uniform
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,8 @@ class KernelParts:
     reset_finished_agent: Callable
     reset_agent_fresh: Callable
     observe: Callable
+    random_action: Callable
+    tally_episode: Callable
     num_step_phases: int
 
 
@@ -100,6 +109,24 @@ def make_kernel_parts(definition: EnvironmentDefinition) -> KernelParts:
     def observe(state, params, buffers, env, agent):
         observe_agent(state, params, buffers.obs, env, agent)
 
+    draw_action = _uniform_action_function(definition)
+
+    @njit
+    def random_action(buffers, seed, env, agent, action_bounds):
+        """Write a uniform random action for the coming step (the tick it will have);
+        ``action_bounds`` is ``(low, high)`` from :func:`random_action_bounds`."""
+        key = make_key(seed, env, agent, buffers.tick[env] + 1, ACTION_STREAM)
+        draw_action(buffers.actions, key, env, agent, action_bounds[0], action_bounds[1])
+
+    @njit
+    def tally_episode(buffers, env, agent, tallies):
+        """Count an episode that just ended and add its return (agent 0 counts); ``tallies`` is
+        ``(episode count per environment, return sum per agent)``."""
+        if buffers.terminated[env] or buffers.truncated[env]:
+            tallies[1][env, agent] += buffers.final_return[env, agent]
+            if agent == 0:
+                tallies[0][env] += 1
+
     return KernelParts(
         agent_phase=agent_phase,
         finish_environment=finish_environment,
@@ -107,5 +134,56 @@ def make_kernel_parts(definition: EnvironmentDefinition) -> KernelParts:
         reset_finished_agent=reset_finished_agent,
         reset_agent_fresh=reset_agent_fresh,
         observe=observe,
+        random_action=random_action,
+        tally_episode=tally_episode,
         num_step_phases=definition.num_step_phases,
     )
+
+
+def _uniform_action_function(definition: EnvironmentDefinition) -> Callable:
+    """``draw(actions, key, env, agent, low, high)``: a uniform action of the definition's kind of
+    action space, from the bounds a vector environment passes (``random_action_bounds``)."""
+    space = definition.action_space(definition.default_params())
+    if isinstance(space, gymnasium.spaces.Discrete):
+
+        @njit
+        def draw_discrete(actions, key, env, agent, low, high):
+            actions[env, agent] = integer(key, 0, np.int64(high[0]))
+
+        return draw_discrete
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+
+        @njit
+        def draw_multi_discrete(actions, key, env, agent, low, high):
+            for component in range(high.shape[0]):
+                actions[env, agent, component] = integer(key, component, np.int64(high[component]))
+
+        return draw_multi_discrete
+
+    @njit
+    def draw_box(actions, key, env, agent, low, high):
+        for component in range(high.shape[0]):
+            width = high[component] - low[component]
+            actions[env, agent, component] = low[component] + width * uniform(key, component)
+
+    return draw_box
+
+
+def random_action_bounds(space: gymnasium.Space) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` float32 arrays describing uniform random actions of one agent's ``space``:
+    ``high`` holds ``n`` (Discrete) or ``nvec`` (MultiDiscrete, actions in ``[0, nvec)``), or the
+    Box's bounds. Raises ValueError for spaces that have no uniform distribution on the device."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return np.zeros(1, np.float32), np.array([space.n], np.float32)
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        if len(space.shape) != 1:
+            raise ValueError(f"random actions need a 1-D MultiDiscrete space, got shape {space.shape}")
+        nvec = np.asarray(space.nvec, np.float32)
+        return np.zeros_like(nvec), nvec
+    if isinstance(space, gymnasium.spaces.Box):
+        if len(space.shape) != 1:
+            raise ValueError(f"random actions need a 1-D Box space, got shape {space.shape}")
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ValueError(f"random actions need finite Box bounds, got {space}")
+        return np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
+    raise TypeError(f"no uniform random actions for action space {space!r}")

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from warpsci.backends.buffers import EnvBuffers
+from warpsci.backends.kernel_parts import random_action_bounds
 from warpsci.environment import EnvironmentDefinition, params_to_tuple
 from warpsci.vector_env import WarpVectorEnv
 
@@ -40,6 +41,7 @@ class HostKernelRunner:
         self.definition = definition
         self.backend = backend
         self.max_episode_steps = template.max_episode_steps
+        self.action_space = template._agent_action_space
         self.params = params_to_tuple(template.params, definition.params_float_dtype)
         self.state = definition.state_type(
             *(template.state_tensors[f.name].numpy().copy() for f in definition.state_fields)
@@ -67,21 +69,45 @@ class HostKernelRunner:
             )
         )
 
-    def _run(self, launch) -> None:
-        if self.backend == "cpu":
-            launch(self.state, self.buffers)
-            return
-        from numba import config, cuda
+    def random_steps(self, num_steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``num_steps`` steps with the kernels' own uniform random actions (one launch); returns
+        ``(episodes ended per environment, sum of their returns per agent)``."""
+        num_envs, num_agents = self.buffers.rewards.shape
+        low, high = random_action_bounds(self.action_space)
+        extras = [low, high, np.zeros(num_envs, np.int64), np.zeros((num_envs, num_agents), np.float64)]
 
-        if config.ENABLE_CUDASIM:
+        def launch(state, buffers, low, high, episodes, return_sum):
+            self._kernels.random_steps(
+                state,
+                self.params,
+                buffers,
+                seed,
+                self.max_episode_steps,
+                num_steps,
+                (low, high),
+                (episodes, return_sum),
+            )
+
+        self._run(launch, extras)
+        return extras[2], extras[3]
+
+    def _run(self, launch, extras: list[np.ndarray] | None = None) -> None:
+        """Call ``launch(state, buffers, *extras)`` on this backend's arrays and copy results back
+        into the host arrays."""
+        extras = extras or []
+        from numba import config
+
+        if self.backend == "cpu" or config.ENABLE_CUDASIM:
             # The simulator hands arrays nested in tuples straight to the compiled functions.
-            launch(self.state, self.buffers)
+            launch(self.state, self.buffers, *extras)
             return
+        from numba import cuda
+
         state = type(self.state)(*(cuda.to_device(array) for array in self.state))
         buffers = EnvBuffers(*(cuda.to_device(array) for array in self.buffers))
-        launch(state, buffers)
+        device_extras = [cuda.to_device(array) for array in extras]
+        launch(state, buffers, *device_extras)
         cuda.synchronize()
-        for host, device in zip(self.state, state, strict=True):
-            device.copy_to_host(host)
-        for host, device in zip(self.buffers, buffers, strict=True):
+        hosts = [*self.state, *self.buffers, *extras]
+        for host, device in zip(hosts, [*state, *buffers, *device_extras], strict=True):
             device.copy_to_host(host)

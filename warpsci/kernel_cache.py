@@ -1,0 +1,177 @@
+"""Compiled kernels kept on disk, so that a new process loads them instead of compiling (seconds).
+
+warpsci builds each environment's kernels as closures over the environment's compiled functions.
+Numba's own cache keys a closure by pickling what it closes over, and a pickled Numba function
+carries a random id, so that key changes in every process and the cache never hits. Here the key is
+instead a fingerprint of the source: the contents of every file that holds a function the kernel
+reaches (through closures and globals, recursively), the names of those functions, the values of
+the plain constants they close over, and the versions of Python, NumPy, Numba and numba-cuda.
+Editing any of those files compiles afresh. Kernels that reach a function without a source file
+(typed at an interactive prompt) are compiled in memory, as without a cache.
+
+The files live where Numba puts its cache: ``__pycache__`` beside the source, or ``NUMBA_CACHE_DIR``.
+Set ``WARPSCI_KERNEL_CACHE=0`` to compile in memory only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+from numba.core.caching import FunctionCache
+
+_PLAIN_CONSTANTS = (bool, int, float, str, type(None), np.number, np.bool_)
+
+
+def caching_enabled() -> bool:
+    """False when the environment variable ``WARPSCI_KERNEL_CACHE`` is ``0``."""
+    return os.environ.get("WARPSCI_KERNEL_CACHE", "1") != "0"
+
+
+def source_fingerprint(function: Callable) -> str | None:
+    """A digest of everything that determines the compiled code of ``function`` (a Python function
+    or a Numba dispatcher), or None if some reached function has no source file."""
+    files: set[str] = set()
+    constants: list[str] = []
+    seen: set[int] = set()
+    pending: list[Any] = [function]
+    while pending:
+        item = pending.pop()
+        python_function = item if isinstance(item, types.FunctionType) else item.py_func
+        if id(python_function) in seen:
+            continue
+        seen.add(id(python_function))
+        path = inspect.getsourcefile(python_function)
+        if path is None or not os.path.isfile(path):
+            return None
+        files.add(path)
+        constants.append(f"{python_function.__module__}.{python_function.__qualname__}")
+        for index, cell in enumerate(python_function.__closure__ or ()):
+            value = cell.cell_contents
+            if _is_function(value):
+                pending.append(value)
+            elif isinstance(value, _PLAIN_CONSTANTS):
+                constants.append(f"{python_function.__qualname__}[{index}]={value!r}")
+            else:
+                return None
+        for name in _global_names(python_function.__code__):
+            value = python_function.__globals__.get(name)
+            if _is_function(value):
+                pending.append(value)
+    digest = hashlib.sha256()
+    versions = (sys.version, np.__version__, numba.__version__, _numba_cuda_version())
+    digest.update(repr(versions).encode())
+    # Contents, not modification times: touching a file without changing it keeps the entries.
+    for file_digest in sorted(_file_digest(path) for path in files):
+        digest.update(file_digest)
+    for constant in sorted(constants):
+        digest.update(constant.encode())
+    return digest.hexdigest()
+
+
+def cached_njit(**options: Any) -> Callable[[Callable], Any]:
+    """``numba.njit(**options)`` with the source-keyed disk cache."""
+
+    def decorate(function: Callable) -> Any:
+        dispatcher = numba.njit(**options)(function)
+        fingerprint = source_fingerprint(function) if caching_enabled() else None
+        if fingerprint is not None:
+            dispatcher._cache = _SourceKeyedFunctionCache(function, fingerprint)
+        return dispatcher
+
+    return decorate
+
+
+def cached_cuda_jit(function: Callable) -> Any:
+    """``numba.cuda.jit(function)`` with the source-keyed disk cache (not under the simulator)."""
+    from numba import config, cuda
+
+    kernel = cuda.jit(function)
+    if config.ENABLE_CUDASIM or not caching_enabled():
+        return kernel
+    fingerprint = source_fingerprint(function)
+    if fingerprint is not None:
+        kernel._cache = _source_keyed_cuda_cache_class()(function, fingerprint)
+    return kernel
+
+
+def describe_signature(signature: Any) -> str:
+    """A stable text for Numba argument types: named tuples spelled out with their field names
+    (their classes are built at run time, so their pickles differ between processes)."""
+    arguments = signature if isinstance(signature, tuple) else getattr(signature, "args", (signature,))
+    return "(" + ", ".join(_describe_type(argument) for argument in arguments) + ")"
+
+
+def _describe_type(numba_type: Any) -> str:
+    if isinstance(numba_type, numba.types.BaseNamedTuple):
+        inner = ", ".join(
+            f"{name}: {_describe_type(item)}"
+            for name, item in zip(numba_type.fields, numba_type.types, strict=True)
+        )
+        return f"{numba_type.instance_class.__name__}({inner})"
+    return str(numba_type)
+
+
+class _SourceKeyedFunctionCache(FunctionCache):
+    """Numba's CPU cache, keyed by the source fingerprint instead of pickled closure cells."""
+
+    def __init__(self, py_func: Callable, fingerprint: str) -> None:
+        self._fingerprint = fingerprint
+        super().__init__(py_func)
+
+    def _index_key(self, sig: Any, codegen: Any) -> tuple:
+        return (describe_signature(sig), codegen.magic_tuple(), self._fingerprint)
+
+
+def _source_keyed_cuda_cache_class() -> type:
+    from numba.cuda.dispatcher import CUDACache
+
+    class SourceKeyedCUDACache(CUDACache):
+        """numba-cuda's cache, keyed by the source fingerprint instead of pickled closure cells."""
+
+        def __init__(self, py_func: Callable, fingerprint: str) -> None:
+            self._fingerprint = fingerprint
+            super().__init__(py_func)
+
+        def _index_key(self, sig: Any, codegen: Any) -> tuple:
+            key = (describe_signature(sig), codegen.magic_tuple(), self._fingerprint)
+            if self._launch_config_key is not None:
+                key += (("launch_config", self._launch_config_key),)
+            return key
+
+    return SourceKeyedCUDACache
+
+
+def _file_digest(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).digest()
+
+
+def _is_function(value: Any) -> bool:
+    return isinstance(value, types.FunctionType) or isinstance(
+        getattr(value, "py_func", None), types.FunctionType
+    )
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _global_names(constant)
+    return names
+
+
+def _numba_cuda_version() -> str:
+    try:
+        import numba_cuda
+
+        return numba_cuda.__version__
+    except ImportError:
+        return "none"
