@@ -109,3 +109,32 @@ def test_resumed_captured_run_anneals_the_learning_rate(tmp_path):
     rates = [row["charts/learning_rate"] for row in result.history]
     assert len(rates) == 3 and rates == sorted(rates, reverse=True) and rates[-1] < rates[0]
     assert float(resumed.optimizer.param_groups[0]["lr"]) == pytest.approx(rates[-1])
+
+
+def test_random_rollout_on_the_gpu_is_one_step_at_a_time_and_replays_exactly():
+    def env():
+        made = warpsci.make("CartPole-v1", num_envs=4096, device="cuda", seed=8, copy=False)
+        made.reset()
+        return made
+
+    stepwise, fused, replayed, on_cpu = env(), env(), env(), None
+    for _ in range(60):
+        stepwise.random_rollout(1)
+    fused.random_rollout(60)
+    replay = GraphReplay(
+        lambda: replayed.random_rollout(20), replayed.device, key=lambda: replayed.current_seed
+    )
+    for _ in range(3):  # warm-up, capture, replay
+        replay()
+    assert replay.captures == 1
+    for name in stepwise.buffers._fields:
+        if name != "actions":
+            assert torch.equal(getattr(fused.buffers, name), getattr(stepwise.buffers, name)), name
+            assert torch.equal(getattr(replayed.buffers, name), getattr(stepwise.buffers, name)), name
+    # The first draw is the same on both backends (integer draws from the same counter-based keys).
+    on_cpu = warpsci.make("CartPole-v1", num_envs=4096, device="cpu", seed=8, copy=False)
+    on_cpu.reset()
+    on_cpu.random_rollout(1)
+    first = env()
+    first.random_rollout(1)
+    assert torch.equal(first.actions_buffer.cpu(), on_cpu.actions_buffer)

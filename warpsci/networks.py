@@ -124,7 +124,9 @@ class ActorCritic(nn.Module):
         """State values, shaped ``obs.shape[:-1]``."""
         return self.critic(self.normalize(obs)).squeeze(-1)
 
-    def _actor_output(self, obs: torch.Tensor) -> torch.Tensor:
+    def actor_output(self, obs: torch.Tensor) -> torch.Tensor:
+        """What the action distribution is built from: logits (Discrete), padded logits
+        ``(..., k, n_max)`` (MultiDiscrete) or means (Box)."""
         return self._head(self.actor(self.normalize(obs)))
 
     def _head(self, out: torch.Tensor) -> torch.Tensor:
@@ -139,7 +141,7 @@ class ActorCritic(nn.Module):
         self, obs: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample actions for a batch of observations: ``(actions, log_prob)``."""
-        out = self._actor_output(obs)
+        out = self.actor_output(obs)
         if self.kind == "discrete":
             return sample_categorical(out, generator)
         if self.kind == "multi_discrete":
@@ -148,7 +150,7 @@ class ActorCritic(nn.Module):
 
     def act_greedy(self, obs: torch.Tensor) -> torch.Tensor:
         """The most likely action for each observation (the mean for Gaussian actions)."""
-        out = self._actor_output(obs)
+        out = self.actor_output(obs)
         return out if self.kind == "continuous" else greedy_categorical(out)
 
     def evaluate(

@@ -28,6 +28,8 @@ STEP_STREAM = 0
 RESET_STREAM = 1
 #: Stream used for the uniform random actions of :meth:`WarpVectorEnv.random_rollout`.
 ACTION_STREAM = 2
+#: Stream used for the trainer's policy samples (:mod:`warpsci.rollout_kernels`).
+POLICY_STREAM = 3
 
 
 @njit(cache=True)

@@ -24,7 +24,8 @@ from warpsci.graphs import GraphReplay
 from warpsci.networks import ActorCritic
 from warpsci.normalization import RewardScaler
 from warpsci.registry import make
-from warpsci.rollout import RecentEpisodes, RolloutBuffer, compute_gae
+from warpsci.rollout import RecentEpisodes, RolloutBuffer
+from warpsci.rollout_kernels import RolloutKernels
 from warpsci.vector_env import WarpVectorEnv
 
 
@@ -92,6 +93,9 @@ class OnPolicyTrainer:
             action_dtype=self.policy.action_dtype,
         )
         self.recent_episodes = RecentEpisodes(100, self.device)
+        self.rollout_kernels = RolloutKernels(
+            self.env, self.buffer, self.policy.kind, getattr(self.policy, "actor_logstd", None)
+        )
         self._graph: GraphReplay | None = None
         self._update_graph: GraphReplay | None = None
         self._losses: dict[str, torch.Tensor] = {}
@@ -170,23 +174,13 @@ class OnPolicyTrainer:
         (a view of the environment's own buffer)."""
         buffer, env = self.buffer, self.env
         env_buffers = env.buffers
-        actions_view = env.actions_buffer
         for step in range(self.config.num_steps):
             buffer.obs[step].copy_(obs)
             with torch.no_grad():
-                actions, log_probs = self.policy.act(obs, self.generator)
-            buffer.actions[step].copy_(actions)
-            buffer.log_probs[step].copy_(log_probs)
-            actions_view.copy_(actions)
+                actor_output = self.policy.actor_output(obs)
+            self.rollout_kernels.sample(actor_output, step)  # into the buffer and the env
             env.step_in_place()
-            done = env_buffers.terminated | env_buffers.truncated
-            buffer.rewards[step].copy_(env_buffers.rewards.squeeze(1))
-            buffer.dones[step].copy_(done)
-            # Only a time limit that cut a live episode short is bootstrapped.
-            buffer.truncated[step].copy_(env_buffers.truncated & ~env_buffers.terminated)
-            buffer.final_obs[step].copy_(env_buffers.final_obs.squeeze(1))
-            buffer.episode_returns[step].copy_(env_buffers.final_return.squeeze(1))
-            buffer.episode_lengths[step].copy_(env_buffers.final_length)
+            self.rollout_kernels.record(step)
             obs = env_buffers.obs.squeeze(1)
         return obs
 
@@ -217,12 +211,7 @@ class OnPolicyTrainer:
                 rewards = self.reward_scaler.scale(rewards, buffer.dones)
             # A truncated episode did not end: credit it with the value of where it stopped.
             bootstrapped = rewards + config.gamma * final_values * buffer.truncated
-            buffer.advantages.copy_(
-                compute_gae(
-                    bootstrapped, buffer.values, buffer.dones, next_value, config.gamma, config.gae_lambda
-                )
-            )
-            buffer.returns.copy_(buffer.advantages + buffer.values)
+            self.rollout_kernels.advantages(bootstrapped, next_value, config.gamma, config.gae_lambda)
 
     def update(self) -> dict[str, torch.Tensor]:
         """Learn from the rollout in ``self.buffer``; returns losses as device scalars."""

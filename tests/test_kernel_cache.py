@@ -1,0 +1,117 @@
+"""Kernels cached on disk under a source fingerprint: a second process loads instead of compiling,
+and any change to the source reached by a kernel compiles afresh."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from numba import njit
+
+from warpsci.kernel_cache import describe_signature, source_fingerprint
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+RUN_TWICE_SCRIPT = textwrap.dedent(
+    """
+    import json
+
+    import torch
+
+    import warpsci
+    from warpsci.backends.cpu import _compile
+    from warpsci.envs.cartpole import CARTPOLE
+
+    env = warpsci.make("CartPole-v1", num_envs=8, seed=1)
+    env.reset()
+    env.step(torch.ones(8, dtype=torch.int64))
+    stats = env.random_rollout(50)
+    hits = misses = 0
+    for kernel in _compile(CARTPOLE):
+        hits += sum(kernel.stats.cache_hits.values())
+        misses += sum(kernel.stats.cache_misses.values())
+    print(json.dumps({"hits": hits, "misses": misses, "obs": env.buffers.obs.flatten().tolist(),
+                      "episodes": int(stats.episodes.sum())}))
+    """
+)
+
+
+def _run(cache_dir: Path, **extra_env: str) -> dict:
+    environment = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir), **extra_env}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_TWICE_SCRIPT],
+        env=environment,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_loads_kernels_from_disk(tmp_path):
+    first = _run(tmp_path)
+    second = _run(tmp_path)
+    assert (first["hits"], first["misses"]) == (0, 3)  # reset, step and random-steps kernels
+    assert (second["hits"], second["misses"]) == (3, 0)
+    assert second["obs"] == first["obs"] and second["episodes"] == first["episodes"]
+    assert any(tmp_path.rglob("*.nbi")), "the cache index was not written where NUMBA_CACHE_DIR says"
+
+
+def test_cache_can_be_switched_off(tmp_path):
+    _run(tmp_path)
+    again = _run(tmp_path, WARPSCI_KERNEL_CACHE="0")
+    assert again["hits"] == 0
+
+
+def test_fingerprint_follows_the_source(tmp_path):
+    module = tmp_path / "user_env_module.py"
+    module.write_text("def step(x):\n    return x + 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import user_env_module
+
+        def kernel(x):
+            return user_env_module_step(x)
+
+        user_env_module_step = njit(user_env_module.step)
+        before = source_fingerprint(kernel)
+        assert before is not None and before == source_fingerprint(kernel)
+
+        module.write_text("def step(x):\n    return x + 2\n")
+        assert source_fingerprint(kernel) != before  # the reached file changed
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("user_env_module", None)
+
+
+def test_fingerprint_tells_closures_apart_and_refuses_unknown_cells():
+    def make(scale):
+        def scaled(x):
+            return scale * x
+
+        return scaled
+
+    assert source_fingerprint(make(2)) != source_fingerprint(make(3))
+    assert source_fingerprint(make(object())) is None  # not a plain constant: never cached
+
+
+def test_signature_description_names_named_tuple_fields():
+    import numpy as np
+    from numba import typeof
+
+    import warpsci
+
+    env = warpsci.make("CartPole-v1", num_envs=2)
+    state = env._state_view
+    described = describe_signature((typeof(state), typeof(np.int64(3))))
+    assert "x: array(float32, 2d, C)" in described and "theta_dot" in described
+    assert described.endswith("int64)")

@@ -1,0 +1,201 @@
+"""The trainer's fused kernels: sampling, recording a step, GAE - against torch references, and the
+CUDA versions (under Numba's simulator) against the CPU ones."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import warpsci
+from warpsci.rollout import RolloutBuffer, compute_gae
+from warpsci.rollout_kernels import RolloutKernels
+from warpsci.sampling import MASKED_LOGIT
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")],
+    ),
+]
+
+
+def kernels_for(env_id: str, num_envs: int, kind: str, log_std=None, num_steps: int = 3, device="cpu"):
+    env = warpsci.make(env_id, num_envs=num_envs, device=device, seed=5, copy=False, check_actions=False)
+    env.reset()
+    space = env.single_action_space
+    action_shape = tuple(space.shape)
+    dtype = torch.float32 if kind == "continuous" else torch.int64
+    buffer = RolloutBuffer(
+        num_steps,
+        num_envs,
+        tuple(env.single_observation_space.shape),
+        action_shape,
+        env.device,
+        action_dtype=dtype,
+    )
+    return env, buffer, RolloutKernels(env, buffer, kind, log_std)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_categorical_samples_follow_softmax_and_report_their_log_prob(device):
+    num_envs = 20000
+    env, buffer, kernels = kernels_for("Acrobot-v1", num_envs, "discrete", device=device)
+    logits = torch.tensor([0.5, -1.0, 1.5], device=device).expand(num_envs, 3).contiguous()
+    kernels.sample(logits, step=1)
+    actions = buffer.actions[1]
+    frequencies = torch.bincount(actions, minlength=3).float() / num_envs
+    torch.testing.assert_close(frequencies, torch.softmax(logits[0], 0), atol=0.015, rtol=0)
+    expected = torch.log_softmax(logits, -1).gather(1, actions[:, None]).squeeze(1)
+    torch.testing.assert_close(buffer.log_probs[1], expected)
+    assert torch.equal(env.actions_buffer.long(), actions)  # the env will apply the same actions
+    assert torch.all(buffer.actions[0] == 0), "other rollout slots are untouched"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_multi_discrete_samples_each_component_from_its_own_logits(device):
+    import action_toys  # noqa: F401  (registers PickPair-v0: MultiDiscrete([3, 4]))
+
+    num_envs = 20000
+    env, buffer, kernels = kernels_for("PickPair-v0", num_envs, "multi_discrete", device=device)
+    first = torch.tensor([1.0, 0.0, -1.0, MASKED_LOGIT])
+    second = torch.tensor([0.0, 0.5, 1.0, 2.0])
+    logits = torch.stack([first, second]).to(device).expand(num_envs, 2, 4).contiguous()
+    kernels.sample(logits, step=0)
+    actions = buffer.actions[0]
+    assert int(actions[:, 0].max()) <= 2, "a masked category was sampled"
+    for component, row in enumerate((first, second)):
+        frequencies = torch.bincount(actions[:, component], minlength=4).float() / num_envs
+        torch.testing.assert_close(frequencies, torch.softmax(row, 0).to(device), atol=0.015, rtol=0)
+    log_softmax = torch.log_softmax(logits, -1)
+    expected = log_softmax.gather(2, actions[:, :, None]).squeeze(2).sum(1)
+    torch.testing.assert_close(buffer.log_probs[0], expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gaussian_samples_have_the_policy_mean_and_spread(device):
+    num_envs = 20000
+    log_std = torch.tensor([math.log(0.5)], device=device)
+    env, buffer, kernels = kernels_for("Pendulum-v1", num_envs, "continuous", log_std=log_std, device=device)
+    mean = torch.full((num_envs, 1), 0.3, device=device)
+    kernels.sample(mean, step=2)
+    actions = buffer.actions[2]
+    assert abs(float(actions.mean()) - 0.3) < 0.02 and abs(float(actions.std()) - 0.5) < 0.02
+    expected = torch.distributions.Normal(mean, 0.5).log_prob(actions).sum(-1)
+    torch.testing.assert_close(buffer.log_probs[2], expected, atol=1e-5, rtol=1e-5)
+    assert torch.equal(env.actions_buffer, actions)
+
+
+def test_samples_differ_between_steps_and_repeat_for_the_same_tick():
+    env, buffer, kernels = kernels_for("CartPole-v1", 4096, "discrete")
+    logits = torch.zeros(4096, 2)
+    kernels.sample(logits, step=0)
+    again = buffer.actions[0].clone()
+    kernels.sample(logits, step=0)
+    assert torch.equal(buffer.actions[0], again), "same seed and tick, same draw"
+    env.step_in_place()
+    kernels.sample(logits, step=1)
+    assert not torch.equal(buffer.actions[1], again), "a new tick draws anew"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_record_copies_the_step_results(device):
+    env, buffer, kernels = kernels_for("CartPole-v1", 16, "discrete", num_steps=40, device=device)
+    for step in range(40):
+        env.actions_buffer.fill_(1)
+        env.step_in_place()
+        kernels.record(step)
+        b = env.buffers
+        done = b.terminated | b.truncated
+        assert torch.equal(buffer.rewards[step], b.rewards[:, 0])
+        assert torch.equal(buffer.dones[step], done.float())
+        assert torch.equal(buffer.truncated[step], (b.truncated & ~b.terminated).float())
+        assert torch.equal(buffer.final_obs[step], b.final_obs[:, 0])
+        assert torch.equal(buffer.episode_returns[step], b.final_return[:, 0])
+        assert torch.equal(buffer.episode_lengths[step], b.final_length.float())
+    assert buffer.dones.sum() >= 16, "always pushing right ends every episode within 40 steps"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gae_kernel_matches_the_reference_recursion(device):
+    generator = torch.Generator().manual_seed(0)
+    env, buffer, kernels = kernels_for("CartPole-v1", 6, "discrete", num_steps=50, device=device)
+    rewards = torch.randn(50, 6, generator=generator).to(device)
+    buffer.values.copy_(torch.randn(50, 6, generator=generator).to(device))
+    buffer.dones.copy_((torch.rand(50, 6, generator=generator) < 0.1).float().to(device))
+    next_value = torch.randn(6, generator=generator).to(device)
+    kernels.advantages(rewards, next_value, 0.99, 0.95)
+    expected = compute_gae(rewards, buffer.values, buffer.dones, next_value, 0.99, 0.95)
+    torch.testing.assert_close(buffer.advantages, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(buffer.returns, expected + buffer.values, atol=1e-5, rtol=1e-5)
+
+
+SIMULATOR_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    import numpy as np
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        sys.exit("the CUDA simulator is not enabled")
+
+    from warpsci import rollout_kernels as rk
+
+    rng = np.random.default_rng(0)
+    N, T = 5, 4
+    tick = rng.integers(0, 100, N).astype(np.int64)
+
+    def run(function, make_arguments, outputs):
+        cpu_arguments, sim_arguments = make_arguments(), make_arguments()
+        cpu, cuda = rk._compiled(function)
+        cpu(N, cpu_arguments)
+        cuda[2, 4](N, sim_arguments)  # 2 blocks of 4 threads: the last 3 threads idle
+        for index in outputs:
+            if not np.allclose(cpu_arguments[index], sim_arguments[index], atol=1e-6):
+                sys.exit(f"{function.__name__}: argument {index} differs")
+
+    logits = rng.normal(size=(N, 3)).astype(np.float32)
+    run(rk.sample_discrete, lambda: (logits, np.zeros(1, np.float32), tick, 7, 1,
+        np.zeros((T, N), np.int64), np.zeros((T, N), np.float32), np.zeros((N, 1), np.int32)), (5, 6, 7))
+    padded = rng.normal(size=(N * 2, 4)).astype(np.float32)
+    run(rk.sample_multi_discrete, lambda: (padded, np.zeros(1, np.float32), tick, 7, 2,
+        np.zeros((T, N, 2), np.int64), np.zeros((T, N), np.float32), np.zeros((N, 1, 2), np.int32)),
+        (5, 6, 7))
+    mean = rng.normal(size=(N, 2)).astype(np.float32)
+    run(rk.sample_gaussian, lambda: (mean, np.array([0.1, -0.3], np.float32), tick, 7, 0,
+        np.zeros((T, N, 2), np.float32), np.zeros((T, N), np.float32), np.zeros((N, 1, 2), np.float32)),
+        (5, 6, 7))
+    rewards, values = rng.normal(size=(T, N)).astype(np.float32), rng.normal(size=(T, N)).astype(np.float32)
+    dones = (rng.random((T, N)) < 0.3).astype(np.float32)
+    next_value = rng.normal(size=N).astype(np.float32)
+    run(rk.generalized_advantages, lambda: (rewards, values, dones, next_value,
+        0.99, 0.95, np.zeros((T, N), np.float32), np.zeros((T, N), np.float32)), (6, 7))
+    print("fused kernels agree")
+    """
+)
+
+
+def test_fused_kernels_under_simulator_match_cpu():
+    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", SIMULATOR_SCRIPT],
+        env=environment,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
+    assert "fused kernels agree" in result.stdout

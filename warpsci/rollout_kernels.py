@@ -1,0 +1,295 @@
+"""The rollout's per-step bookkeeping and GAE as single kernels, for the CPU and for CUDA.
+
+Written with torch operations, sampling an action costs about ten kernel launches, recording a step
+into the rollout buffer about ten more, and GAE a handful per step of its backward recursion. Even
+replayed from a CUDA graph each launch costs a microsecond or two, which at a few thousand
+environments is most of an iteration. Here each of those is one launch: a per-environment Numba
+function, compiled for the CPU (a ``prange`` loop) and for CUDA (one thread per environment),
+as the environments are.
+
+Policy samples use the counter-based generator of :mod:`warpsci.random`, keyed by the environment's
+reset seed, its index and its tick, so they are the same eager and graph-replayed and on both
+backends.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from numba import cuda, njit, prange
+
+import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
+from warpsci.kernel_cache import cached_cuda_jit, cached_njit
+from warpsci.random import POLICY_STREAM, make_key, normal, uniform
+
+_HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
+_HALF_ULP = np.float32(2.0**-25)  # keeps a uniform draw inside (0, 1) for the Gumbel transform
+_THREADS_PER_BLOCK = 128
+
+
+@njit
+def _gumbel_argmax(logits, row, key, first_draw):
+    """Gumbel-max sample of ``logits[row]`` and its log-probability."""
+    count = logits.shape[-1]
+    maximum = logits[row, 0]
+    for category in range(1, count):
+        maximum = max(maximum, logits[row, category])
+    total = 0.0
+    best_score = -np.inf
+    best = 0
+    for category in range(count):
+        value = logits[row, category]
+        total += math.exp(value - maximum)
+        u = uniform(key, first_draw + category) + _HALF_ULP
+        score = value - math.log(-math.log(u))
+        if score > best_score:
+            best_score = score
+            best = category
+    return best, logits[row, best] - maximum - math.log(total)
+
+
+@njit
+def sample_discrete(env, arguments):
+    """Categorical sample from ``logits (N, n)`` into the rollout slot and the env's action buffer."""
+    logits, log_std, tick, seed, step, actions, log_probs, env_actions = arguments
+    key = make_key(seed, env, 0, tick[env], POLICY_STREAM)
+    action, log_prob = _gumbel_argmax(logits, env, key, 0)
+    actions[step, env] = action
+    env_actions[env, 0] = action
+    log_probs[step, env] = log_prob
+
+
+@njit
+def sample_multi_discrete(env, arguments):
+    """Independent categoricals from padded logits flattened to ``(N * k, n_max)``."""
+    logits, log_std, tick, seed, step, actions, log_probs, env_actions = arguments
+    key = make_key(seed, env, 0, tick[env], POLICY_STREAM)
+    components = actions.shape[2]
+    total = 0.0
+    for component in range(components):
+        row = env * components + component
+        action, log_prob = _gumbel_argmax(logits, row, key, component * logits.shape[1])
+        actions[step, env, component] = action
+        env_actions[env, 0, component] = action
+        total += log_prob
+    log_probs[step, env] = total
+
+
+@njit
+def sample_gaussian(env, arguments):
+    """Diagonal Gaussian sample around ``mean (N, d)`` with ``exp(log_std)``."""
+    mean, log_std, tick, seed, step, actions, log_probs, env_actions = arguments
+    key = make_key(seed, env, 0, tick[env], POLICY_STREAM)
+    total = 0.0
+    for dim in range(mean.shape[1]):
+        noise = normal(key, dim)
+        action = mean[env, dim] + math.exp(log_std[dim]) * noise
+        actions[step, env, dim] = action
+        env_actions[env, 0, dim] = action
+        total += -0.5 * noise * noise - log_std[dim] - _HALF_LOG_TWO_PI
+    log_probs[step, env] = total
+
+
+@njit
+def record_step(env, arguments):
+    """Copy what the step kernel left in the env's buffers (``env_*``) into rollout slot ``step``."""
+    (
+        step,
+        env_rewards,
+        env_terminated,
+        env_truncated,
+        env_final_obs,
+        env_final_return,
+        env_final_length,
+        rewards,
+        dones,
+        truncated,
+        final_obs,
+        episode_returns,
+        episode_lengths,
+    ) = arguments
+    terminated = env_terminated[env]
+    ended_by_limit = env_truncated[env]
+    rewards[step, env] = env_rewards[env, 0]
+    dones[step, env] = 1.0 if terminated or ended_by_limit else 0.0
+    truncated[step, env] = 1.0 if ended_by_limit and not terminated else 0.0
+    episode_returns[step, env] = env_final_return[env, 0]
+    episode_lengths[step, env] = env_final_length[env]
+    for feature in range(final_obs.shape[2]):
+        final_obs[step, env, feature] = env_final_obs[env, feature]
+
+
+@njit
+def generalized_advantages(env, arguments):
+    """GAE's backward recursion for one environment; also writes ``returns = advantages + values``.
+    Same definitions as :func:`warpsci.rollout.compute_gae`."""
+    rewards, values, dones, next_value, gamma, gae_lambda, advantages, returns = arguments
+    num_steps = rewards.shape[0]
+    last_advantage = 0.0
+    following_value = next_value[env]
+    for t in range(num_steps - 1, -1, -1):
+        not_done = 1.0 - dones[t, env]
+        delta = rewards[t, env] + gamma * following_value * not_done - values[t, env]
+        last_advantage = delta + gamma * gae_lambda * not_done * last_advantage
+        advantages[t, env] = last_advantage
+        returns[t, env] = last_advantage + values[t, env]
+        following_value = values[t, env]
+
+
+class PerEnvironmentKernel:
+    """Runs ``function(env, arguments)`` for ``env`` in ``range(count)`` on a device: a parallel
+    loop on the CPU, one CUDA thread per environment on torch's current stream."""
+
+    def __init__(self, function: Callable, device: torch.device) -> None:
+        self.device = device
+        self._cpu, self._cuda = _compiled(function)
+        self._streams: dict[int, Any] = {}
+
+    def __call__(self, count: int, arguments: tuple) -> None:
+        if self.device.type == "cpu":
+            self._cpu(count, arguments)
+            return
+        handle = torch.cuda.current_stream(self.device).cuda_stream
+        if handle not in self._streams:
+            self._streams[handle] = cuda.external_stream(handle)
+        blocks = (count + _THREADS_PER_BLOCK - 1) // _THREADS_PER_BLOCK
+        self._cuda[blocks, _THREADS_PER_BLOCK, self._streams[handle]](count, arguments)
+
+
+@functools.cache
+def _compiled(function: Callable) -> tuple[Any, Any]:
+    @cached_njit(parallel=True)
+    def on_cpu(count, arguments):
+        for env in prange(count):
+            function(env, arguments)
+
+    def on_cuda(count, arguments):
+        env = cuda.grid(1)
+        if env < count:
+            function(env, arguments)
+
+    return on_cpu, _LazyCudaKernel(on_cuda)
+
+
+class _LazyCudaKernel:
+    """Builds the CUDA kernel on first use, so CPU-only runs never touch numba-cuda's compiler."""
+
+    def __init__(self, function: Callable) -> None:
+        self._function = function
+        self._kernel = None
+
+    def __getitem__(self, configuration: tuple) -> Any:
+        if self._kernel is None:
+            self._kernel = cached_cuda_jit(self._function)
+        return self._kernel[configuration]
+
+
+def numba_view(tensor: torch.Tensor) -> Any:
+    """The tensor's memory as Numba sees it: a numpy array (CPU) or a CUDA array (no copy)."""
+    tensor = tensor.detach()
+    if tensor.device.type == "cpu":
+        return tensor.numpy()
+    return cuda.as_cuda_array(tensor)
+
+
+_SAMPLERS = {
+    "discrete": sample_discrete,
+    "multi_discrete": sample_multi_discrete,
+    "continuous": sample_gaussian,
+}
+
+
+class RolloutKernels:
+    """The trainer's per-step work on one environment and rollout buffer: ``sample`` actions from
+    the actor's output, ``record`` the step's results, and ``advantages`` (GAE) at the end.
+
+    Views of the long-lived tensors are made once here; only per-call tensors (the actor's output,
+    the bootstrapped rewards) are wrapped on each call.
+
+    Args:
+        env: The (single-agent) vector environment the rollout steps.
+        buffer: The rollout buffer (:class:`warpsci.rollout.RolloutBuffer`).
+        action_kind: ``"discrete"``, ``"multi_discrete"`` or ``"continuous"`` (``ActorCritic.kind``).
+        log_std: The Gaussian policy's log standard deviation (continuous actions only).
+    """
+
+    def __init__(self, env: Any, buffer: Any, action_kind: str, log_std: torch.Tensor | None = None) -> None:
+        if action_kind not in _SAMPLERS:
+            raise ValueError(f"action_kind must be one of {list(_SAMPLERS)}, got {action_kind!r}")
+        self.env, self.buffer, self.num_envs = env, buffer, buffer.num_envs
+        device = env.device
+        self._sample = PerEnvironmentKernel(_SAMPLERS[action_kind], device)
+        self._record = PerEnvironmentKernel(record_step, device)
+        self._advantages = PerEnvironmentKernel(generalized_advantages, device)
+        self._log_std = log_std if log_std is not None else torch.zeros(1, device=device)
+        self._tick = numba_view(env.buffers.tick)
+        self._actions = numba_view(buffer.actions)
+        self._log_probs = numba_view(buffer.log_probs)
+        self._env_actions = numba_view(env.buffers.actions)
+        env_buffers = env.buffers
+        self._from_env = tuple(
+            numba_view(tensor)
+            for tensor in (
+                env_buffers.rewards,
+                env_buffers.terminated,
+                env_buffers.truncated,
+                env_buffers.final_obs.reshape(env.num_envs, -1),
+                env_buffers.final_return,
+                env_buffers.final_length,
+            )
+        )
+        self._recorded = tuple(
+            numba_view(tensor)
+            for tensor in (
+                buffer.rewards,
+                buffer.dones,
+                buffer.truncated,
+                buffer.final_obs.reshape(buffer.num_steps, buffer.num_envs, -1),
+                buffer.episode_returns,
+                buffer.episode_lengths,
+            )
+        )
+        self._advantage_outputs = (numba_view(buffer.advantages), numba_view(buffer.returns))
+        self._values = numba_view(buffer.values)
+
+    def sample(self, actor_output: torch.Tensor, step: int) -> None:
+        """Sample from ``actor_output`` (logits, padded logits ``(N, k, n_max)``, or means) into
+        ``buffer.actions[step]``, ``buffer.log_probs[step]`` and the env's action buffer."""
+        rows = actor_output.reshape(-1, actor_output.shape[-1])
+        arguments = (
+            numba_view(rows.contiguous()),
+            numba_view(self._log_std),
+            self._tick,
+            self.env.current_seed,
+            step,
+            self._actions,
+            self._log_probs,
+            self._env_actions,
+        )
+        self._sample(self.num_envs, arguments)
+
+    def record(self, step: int) -> None:
+        """Copy the step's rewards, flags, final observations and episode statistics into the
+        rollout buffer at ``step``."""
+        self._record(self.num_envs, (step, *self._from_env, *self._recorded))
+
+    def advantages(
+        self, rewards: torch.Tensor, next_value: torch.Tensor, gamma: float, gae_lambda: float
+    ) -> None:
+        """GAE into ``buffer.advantages`` and ``buffer.returns`` from ``rewards`` (truncation
+        bootstrapping folded in), ``buffer.values``, ``buffer.dones`` and ``next_value``."""
+        arguments = (
+            numba_view(rewards.contiguous()),
+            self._values,
+            self._recorded[1],
+            numba_view(next_value.contiguous()),
+            float(gamma),
+            float(gae_lambda),
+            *self._advantage_outputs,
+        )
+        self._advantages(self.num_envs, arguments)
