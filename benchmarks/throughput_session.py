@@ -232,6 +232,46 @@ def time_to_target(out: Path, quick: bool) -> None:
     write_csv(out / "time_to_target.csv", rows)
 
 
+STARTUP_PROBE = """
+import time
+start = time.perf_counter()
+def mark(name):
+    print(f"  {name:<34}{time.perf_counter() - start:7.2f} s", flush=True)
+import torch; mark("import torch")
+from numba import cuda; mark("import numba.cuda")
+import warpsci, warpsci.cli, warpsci.trainer; mark("import warpsci")
+torch.zeros(1, device="cuda"); torch.cuda.synchronize(); mark("CUDA context")
+from warpsci.config import TrainConfig
+from warpsci.cli import preset
+config = TrainConfig.from_dict({**preset("CartPole-v1"), "device": "cuda", "checkpoint_every": 0})
+trainer = warpsci.trainer.make_trainer(config); trainer.env.reset(); torch.cuda.synchronize()
+mark("trainer built, env reset")
+for label in ("iteration 1 (warm-up)", "iteration 2 (capture)", "iteration 3 (replay)"):
+    trainer.rollout_and_advantages(); trainer.run_update(); torch.cuda.synchronize(); mark(label)
+from warpsci.backends.cuda import _compile
+from warpsci.envs.cartpole import CARTPOLE
+kernels = _compile(CARTPOLE, False)
+print("  env kernel cache hits", [sum(k.stats.cache_hits.values()) for k in kernels],
+      "misses", [sum(k.stats.cache_misses.values()) for k in kernels])
+"""
+
+
+def startup(out: Path, quick: bool) -> None:
+    """Where the seconds before training go, in a fresh process (twice: the first may compile)."""
+    for attempt in (1, 2):
+        print(f"startup, process {attempt}:")
+        subprocess.run([sys.executable, "-c", STARTUP_PROBE])
+    imports = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import warpsci.cli, warpsci.trainer"],
+        capture_output=True,
+        text=True,
+    )
+    lines = [line for line in imports.stderr.splitlines() if line.startswith("import time:")]
+    slowest = sorted(lines[1:], key=lambda line: -int(line.split("|")[1]))[:12]
+    (out / "importtime.txt").write_text("\n".join(slowest) + "\n")
+    print("\n".join(slowest))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -243,7 +283,13 @@ def main() -> None:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "warpsci", warpsci.__version__)
-    parts = {"solve": time_to_target, "env": env_only, "train": training, "phases": phases_and_profile}
+    parts = {
+        "startup": startup,
+        "solve": time_to_target,
+        "env": env_only,
+        "train": training,
+        "phases": phases_and_profile,
+    }
     for part in args.parts:
         parts[part](out, args.quick)
 
