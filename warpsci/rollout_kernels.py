@@ -190,11 +190,16 @@ class _LazyCudaKernel:
 
 
 def numba_view(tensor: torch.Tensor) -> Any:
-    """The tensor's memory as Numba sees it: a numpy array (CPU) or a CUDA array (no copy)."""
+    """The tensor's memory as Numba sees it: a numpy array (CPU) or a CUDA array (no copy).
+
+    The CUDA view does not synchronise with the tensor's stream (``sync=False``): warpsci launches
+    its kernels on torch's current stream, which orders them already, and a synchronisation while a
+    CUDA graph is being captured would invalidate the capture.
+    """
     tensor = tensor.detach()
     if tensor.device.type == "cpu":
         return tensor.numpy()
-    return cuda.as_cuda_array(tensor)
+    return cuda.as_cuda_array(tensor, sync=False)
 
 
 _SAMPLERS = {

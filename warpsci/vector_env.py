@@ -190,7 +190,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             from warpsci.backends.cuda import DEFAULT_THREADS_PER_BLOCK, CudaKernels
 
             def view(tensor: torch.Tensor) -> Any:
-                return cuda.as_cuda_array(tensor)
+                return cuda.as_cuda_array(tensor, sync=False)  # see rollout_kernels.numba_view
 
             with torch.cuda.device(self.device):
                 self._kernels = CudaKernels(
