@@ -1,6 +1,6 @@
 """Where a fresh process spends its seconds before training: imports, CUDA contexts, kernel loads.
 
-    python benchmarks/startup_probe.py
+python benchmarks/startup_probe.py
 """
 
 import time

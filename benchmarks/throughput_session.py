@@ -37,6 +37,10 @@ CANDIDATES = [
 ]
 
 
+#: Names of the candidates to run (``--candidates``); empty runs all.
+CHOSEN_CANDIDATES: list[str] = []
+
+
 def write_csv(path: Path, rows: list[dict]) -> None:
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
@@ -177,7 +181,12 @@ def time_to_target(out: Path, quick: bool) -> None:
         text=True,
     )
     print("cold run (compiles and caches):", "ok" if warm.returncode == 0 else warm.stderr[-2000:])
-    for name, overrides in CANDIDATES[:2] if quick else CANDIDATES:
+    chosen = [
+        (name, overrides)
+        for name, overrides in CANDIDATES
+        if name in CHOSEN_CANDIDATES or not CHOSEN_CANDIDATES
+    ]
+    for name, overrides in chosen[:2] if quick else chosen:
         config_path = out / f"{name}.yaml"
         config_path.write_text(json.dumps(overrides))  # JSON is YAML
         for repeat in range(repeats):
@@ -279,7 +288,9 @@ def main() -> None:
     parser.add_argument("out_dir")
     parser.add_argument("--quick", action="store_true", help="a few sizes only (a smoke test)")
     parser.add_argument("--parts", nargs="+", default=["solve", "env", "train", "phases"])
+    parser.add_argument("--candidates", nargs="*", default=[], help="solve: candidate names (default all)")
     args = parser.parse_args()
+    CHOSEN_CANDIDATES.extend(args.candidates)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "warpsci", warpsci.__version__)
