@@ -53,6 +53,7 @@ def _compile(definition: EnvironmentDefinition):
     reset_finished_agent = parts.reset_finished_agent
     reset_agent_fresh = parts.reset_agent_fresh
     observe = parts.observe
+    action_key_base = parts.action_key_base
     random_action = parts.random_action
     tally_episode = parts.tally_episode
     num_phases = parts.num_step_phases
@@ -85,9 +86,14 @@ def _compile(definition: EnvironmentDefinition):
     def random_steps_all(state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies):
         num_envs, num_agents = buffers.rewards.shape
         for env in prange(num_envs):
+            first_key_base = action_key_base(seed, env, 0)
             for _ in range(num_steps):
                 for agent in range(num_agents):
-                    random_action(buffers, seed, env, agent, action_bounds)
+                    if agent == 0:
+                        key_base = first_key_base
+                    else:
+                        key_base = action_key_base(seed, env, agent)
+                    random_action(buffers, key_base, env, agent, action_bounds)
                 for phase in range(num_phases):
                     for agent in range(num_agents):
                         agent_phase(state, params, buffers, seed, env, agent, phase)

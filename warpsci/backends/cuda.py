@@ -96,6 +96,7 @@ def _compile(definition: EnvironmentDefinition, use_barriers: bool):
     reset_finished_agent = parts.reset_finished_agent
     reset_agent_fresh = parts.reset_agent_fresh
     observe = parts.observe
+    action_key_base = parts.action_key_base
     random_action = parts.random_action
     tally_episode = parts.tally_episode
     num_phases = parts.num_step_phases
@@ -154,10 +155,15 @@ def _compile(definition: EnvironmentDefinition, use_barriers: bool):
         active = env < num_envs
         first_agent = cuda.threadIdx.x
         agent_stride = cuda.blockDim.x
+        first_key_base = action_key_base(seed, env, first_agent)
         for _ in range(num_steps):
             if active:
                 for agent in range(first_agent, num_agents, agent_stride):
-                    random_action(buffers, seed, env, agent, action_bounds)
+                    if agent == first_agent:
+                        key_base = first_key_base
+                    else:
+                        key_base = action_key_base(seed, env, agent)
+                    random_action(buffers, key_base, env, agent, action_bounds)
             barrier()
             for phase in range(num_phases):
                 if active:

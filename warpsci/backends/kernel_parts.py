@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from warpsci.environment import EnvironmentDefinition
-from warpsci.random import ACTION_STREAM, RESET_STREAM, STEP_STREAM, integer, make_key, uniform
+from warpsci.random import ACTION_STREAM, RESET_STREAM, STEP_STREAM, integer, make_key, mix64, uniform
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class KernelParts:
     reset_finished_agent: Callable
     reset_agent_fresh: Callable
     observe: Callable
+    action_key_base: Callable
     random_action: Callable
     tally_episode: Callable
     num_step_phases: int
@@ -112,10 +113,16 @@ def make_kernel_parts(definition: EnvironmentDefinition) -> KernelParts:
     draw_action = _uniform_action_function(definition)
 
     @njit
-    def random_action(buffers, seed, env, agent, action_bounds):
-        """Write a uniform random action for the coming step (the tick it will have);
+    def action_key_base(seed, env, agent):
+        """The part of an agent's random-action key that does not change between steps: kernels
+        compute it once per launch, since hashing is most of a fused step's arithmetic."""
+        return make_key(seed, env, agent, 0, ACTION_STREAM)
+
+    @njit
+    def random_action(buffers, key_base, env, agent, action_bounds):
+        """Write a uniform random action for the coming step (keyed by the tick it will have);
         ``action_bounds`` is ``(low, high)`` from :func:`random_action_bounds`."""
-        key = make_key(seed, env, agent, buffers.tick[env] + 1, ACTION_STREAM)
+        key = mix64(key_base ^ np.uint64(buffers.tick[env] + 1))
         draw_action(buffers.actions, key, env, agent, action_bounds[0], action_bounds[1])
 
     @njit
@@ -134,6 +141,7 @@ def make_kernel_parts(definition: EnvironmentDefinition) -> KernelParts:
         reset_finished_agent=reset_finished_agent,
         reset_agent_fresh=reset_agent_fresh,
         observe=observe,
+        action_key_base=action_key_base,
         random_action=random_action,
         tally_episode=tally_episode,
         num_step_phases=definition.num_step_phases,
