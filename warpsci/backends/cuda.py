@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy as np
 from numba import cuda
 
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
@@ -155,14 +156,15 @@ def _compile(definition: EnvironmentDefinition, use_barriers: bool):
         active = env < num_envs
         first_agent = cuda.threadIdx.x
         agent_stride = cuda.blockDim.x
-        first_key_base = action_key_base(seed, env, first_agent)
+        # np.uint64: under Numba's CUDA simulator these are Python ints between compiled functions.
+        first_key_base = np.uint64(action_key_base(seed, env, first_agent))
         for _ in range(num_steps):
             if active:
                 for agent in range(first_agent, num_agents, agent_stride):
                     if agent == first_agent:
                         key_base = first_key_base
                     else:
-                        key_base = action_key_base(seed, env, agent)
+                        key_base = np.uint64(action_key_base(seed, env, agent))
                     random_action(buffers, key_base, env, agent, action_bounds)
             barrier()
             for phase in range(num_phases):
