@@ -87,12 +87,13 @@ def test_observation_normalizer_tracks_the_data():
     assert "obs_normalizer.mean" in policy.state_dict()
 
 
-def _train(env_id, algo):
+def _train(env_id, algo, a2c_optimizer=("adam", 1e-2)):
     import action_toys  # noqa: F401  (registers the toys)
 
-    # A2C makes one gradient step per rollout, PPO sixteen: A2C gets more rollouts, a larger and
-    # constant learning rate.
-    iterations, learning_rate = (60, 3e-3) if algo == "ppo" else (400, 1e-2)
+    # A2C makes one gradient step per rollout, PPO sixteen: A2C gets more rollouts at a constant
+    # learning rate, with ``a2c_optimizer`` (name, learning rate).
+    a2c_name, a2c_rate = a2c_optimizer
+    iterations, learning_rate = (60, 3e-3) if algo == "ppo" else (400, a2c_rate)
     config = TrainConfig(
         env_id=env_id,
         algo=algo,
@@ -104,6 +105,7 @@ def _train(env_id, algo):
         learning_rate=learning_rate,
         anneal_lr=algo == "ppo",
         ent_coef=0.0,
+        optimizer="adam" if algo == "ppo" else a2c_name,
     )
     trainer = make_trainer(config)
     trainer.train()
@@ -120,7 +122,9 @@ def test_gaussian_policy_learns_to_hit_the_target(algo):
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
 def test_multi_discrete_policy_learns_both_components(algo):
-    trainer = _train("PickPair-v0", algo)
+    # Stable-Baselines3's A2C optimiser (RMSprop, 7e-4) learned every context for seeds 1-4; Adam at
+    # 1e-2 settled on a wrong choice in some contexts for 2 of 4 seeds (returns 1.75-1.85).
+    trainer = _train("PickPair-v0", algo, a2c_optimizer=("rmsprop", 7e-4))
     returns = evaluate_policy(trainer.policy, "PickPair-v0", num_episodes=500, seed=5)
     # Guessing scores 1/3 + 1/4; both components right every time scores 2.
     assert returns.mean() > 1.9, returns.mean()
