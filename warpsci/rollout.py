@@ -1,4 +1,8 @@
-"""The rollout buffer (device memory, allocated once) and generalised advantage estimation."""
+"""The rollout buffer (device memory, allocated once) and generalised advantage estimation.
+
+:func:`compute_gae` is the plain torch definition; the trainer runs the same recursion as one
+kernel (:func:`warpsci.rollout_kernels.generalized_advantages`), which the tests check against it.
+"""
 
 from __future__ import annotations
 

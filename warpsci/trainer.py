@@ -1,9 +1,10 @@
 """The on-policy training loop shared by PPO and A2C, with every tensor on the environment's device.
 
-One iteration: a rollout of ``num_steps`` steps of ``num_envs`` environments (the actor samples on
-the device, the step kernel writes straight into the environment's buffers), values for the whole
-rollout in one critic pass, GAE, then the algorithm's update (:mod:`warpsci.ppo`, :mod:`warpsci.a2c`).
-The only host transfers are the metrics read once per iteration.
+One iteration: a rollout of ``num_steps`` steps of ``num_envs`` environments (per step: the actor's
+forward pass, then one kernel each to sample the actions, step the environments and record the
+step; see :mod:`warpsci.rollout_kernels`), values for the whole rollout in one critic pass, GAE in
+one kernel, then the algorithm's update (:mod:`warpsci.ppo`, :mod:`warpsci.a2c`). The only host
+transfers are the metrics read once per iteration.
 """
 
 from __future__ import annotations
