@@ -30,6 +30,7 @@ blocks, ``cuda.syncthreads()`` between phases). The functions must not keep stat
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
@@ -169,5 +170,13 @@ def _cached_namedtuple(name: str, names: tuple[str, ...]) -> type:
     safe = "".join(ch if ch.isalnum() else "_" for ch in name)
     key = (safe, names)
     if key not in _TUPLE_TYPES:
-        _TUPLE_TYPES[key] = namedtuple(safe, names)
+        # A module attribute with a name fixed by the layout, so that pickles (Numba's disk cache
+        # stores kernel signatures) refer to the class by name and load as this very class;
+        # otherwise a loaded CPU kernel's signature never matches and every call reloads it.
+        digest = hashlib.sha1(",".join(names).encode()).hexdigest()[:10]
+        type_name = f"{safe}_{digest}"
+        tuple_type = namedtuple(type_name, names)
+        tuple_type.__module__ = __name__
+        globals()[type_name] = tuple_type
+        _TUPLE_TYPES[key] = tuple_type
     return _TUPLE_TYPES[key]

@@ -4,8 +4,8 @@ Written with torch operations, sampling an action costs about ten kernel launche
 into the rollout buffer about ten more, and GAE a handful per step of its backward recursion. Even
 replayed from a CUDA graph each launch costs a microsecond or two, which at a few thousand
 environments is most of an iteration. Here each of those is one launch: a per-environment Numba
-function, compiled for the CPU (a ``prange`` loop) and for CUDA (one thread per environment),
-as the environments are.
+function, compiled for the CPU (a loop) and for CUDA (one thread per environment), as the
+environments are.
 
 Policy samples use the counter-based generator of :mod:`warpsci.random`, keyed by the environment's
 reset seed, its index and its tick, so they are the same eager and graph-replayed and on both
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from numba import cuda, njit, prange
+from numba import cuda, njit
 
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
 from warpsci.kernel_cache import cached_cuda_jit, cached_njit
@@ -142,8 +142,8 @@ def generalized_advantages(env, arguments):
 
 
 class PerEnvironmentKernel:
-    """Runs ``function(env, arguments)`` for ``env`` in ``range(count)`` on a device: a parallel
-    loop on the CPU, one CUDA thread per environment on torch's current stream."""
+    """Runs ``function(env, arguments)`` for ``env`` in ``range(count)`` on a device: a loop on the
+    CPU, one CUDA thread per environment on torch's current stream."""
 
     def __init__(self, function: Callable, device: torch.device) -> None:
         self.device = device
@@ -163,9 +163,11 @@ class PerEnvironmentKernel:
 
 @functools.cache
 def _compiled(function: Callable) -> tuple[Any, Any]:
-    @cached_njit(parallel=True)
+    # A plain loop on the CPU: the work per call is tiny, and waking a thread pool three times per
+    # step, between torch's own parallel regions, made CPU training four times slower.
+    @cached_njit()
     def on_cpu(count, arguments):
-        for env in prange(count):
+        for env in range(count):
             function(env, arguments)
 
     def on_cuda(count, arguments):
