@@ -30,7 +30,6 @@ blocks, ``cuda.syncthreads()`` between phases). The functions must not keep stat
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
@@ -168,15 +167,51 @@ def _cached_namedtuple(name: str, names: tuple[str, ...]) -> type:
     # One type per layout: Numba compiles once per argument type, so a fresh namedtuple class per
     # environment instance would recompile every kernel.
     safe = "".join(ch if ch.isalnum() else "_" for ch in name)
+    return _layout_type(safe, names)
+
+
+def _layout_type(safe: str, names: tuple[str, ...]) -> type:
     key = (safe, names)
     if key not in _TUPLE_TYPES:
-        # A module attribute with a name fixed by the layout, so that pickles (Numba's disk cache
-        # stores kernel signatures) refer to the class by name and load as this very class;
-        # otherwise a loaded CPU kernel's signature never matches and every call reloads it.
-        digest = hashlib.sha1(",".join(names).encode()).hexdigest()[:10]
-        type_name = f"{safe}_{digest}"
+        # The class name spells out the layout and the class is reachable as a module attribute
+        # (see ``__getattr__``), so pickles - Numba's disk cache stores kernel signatures - refer
+        # to it by name and load as this very class in any process. Pickled by value instead, a
+        # loaded CPU kernel's signature would never match and every call would reload it.
+        type_name = f"T{len(safe)}_{safe}" + "".join(f"_{len(field)}_{field}" for field in names)
         tuple_type = namedtuple(type_name, names)
         tuple_type.__module__ = __name__
-        globals()[type_name] = tuple_type
         _TUPLE_TYPES[key] = tuple_type
     return _TUPLE_TYPES[key]
+
+
+def __getattr__(attribute: str) -> type:
+    """Rebuild a state or params tuple type from its name (``T<len>_<name>_<len>_<field>...``)."""
+    layout = _decode_layout(attribute)
+    if layout is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+    return _layout_type(*layout)
+
+
+def _decode_layout(type_name: str) -> tuple[str, tuple[str, ...]] | None:
+    def read(text: str) -> tuple[str, str] | None:
+        length, separator, rest = text.partition("_")
+        if not separator or not length.isdigit() or len(rest) < int(length):
+            return None
+        return rest[: int(length)], rest[int(length) :]
+
+    if not type_name.startswith("T"):
+        return None
+    first = read(type_name[1:])
+    if first is None:
+        return None
+    safe, rest = first
+    names = []
+    while rest:
+        if not rest.startswith("_"):
+            return None
+        field = read(rest[1:])
+        if field is None:
+            return None
+        names.append(field[0])
+        rest = field[1]
+    return safe, tuple(names)
