@@ -15,6 +15,7 @@ Set ``WARPSCI_KERNEL_CACHE=0`` to compile in memory only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import os
@@ -130,6 +131,7 @@ class _SourceKeyedFunctionCache(FunctionCache):
         return (describe_signature(sig), codegen.magic_tuple(), self._fingerprint)
 
 
+@functools.cache
 def _source_keyed_cuda_cache_class() -> type:
     from numba.cuda.dispatcher import CUDACache
 

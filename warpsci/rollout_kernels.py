@@ -24,6 +24,7 @@ import torch
 from numba import cuda, njit
 
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
+from warpsci.backends.torch_interop import current_numba_stream, numba_view
 from warpsci.kernel_cache import cached_cuda_jit, cached_njit
 from warpsci.random import POLICY_STREAM, make_key, normal, uniform
 
@@ -148,17 +149,13 @@ class PerEnvironmentKernel:
     def __init__(self, function: Callable, device: torch.device) -> None:
         self.device = device
         self._cpu, self._cuda = _compiled(function)
-        self._streams: dict[int, Any] = {}
 
     def __call__(self, count: int, arguments: tuple) -> None:
         if self.device.type == "cpu":
             self._cpu(count, arguments)
             return
-        handle = torch.cuda.current_stream(self.device).cuda_stream
-        if handle not in self._streams:
-            self._streams[handle] = cuda.external_stream(handle)
         blocks = (count + _THREADS_PER_BLOCK - 1) // _THREADS_PER_BLOCK
-        self._cuda[blocks, _THREADS_PER_BLOCK, self._streams[handle]](count, arguments)
+        self._cuda[blocks, _THREADS_PER_BLOCK, current_numba_stream(self.device)](count, arguments)
 
 
 @functools.cache
@@ -191,19 +188,6 @@ class _LazyCudaKernel:
         return self._kernel[configuration]
 
 
-def numba_view(tensor: torch.Tensor) -> Any:
-    """The tensor's memory as Numba sees it: a numpy array (CPU) or a CUDA array (no copy).
-
-    The CUDA view does not synchronise with the tensor's stream (``sync=False``): warpsci launches
-    its kernels on torch's current stream, which orders them already, and a synchronisation while a
-    CUDA graph is being captured would invalidate the capture.
-    """
-    tensor = tensor.detach()
-    if tensor.device.type == "cpu":
-        return tensor.numpy()
-    return cuda.as_cuda_array(tensor, sync=False)
-
-
 _SAMPLERS = {
     "discrete": sample_discrete,
     "multi_discrete": sample_multi_discrete,
@@ -233,7 +217,8 @@ class RolloutKernels:
         self._sample = PerEnvironmentKernel(_SAMPLERS[action_kind], device)
         self._record = PerEnvironmentKernel(record_step, device)
         self._advantages = PerEnvironmentKernel(generalized_advantages, device)
-        self._log_std = log_std if log_std is not None else torch.zeros(1, device=device)
+        # The parameter is updated in place by the optimiser, so one view serves every step.
+        self._log_std = numba_view(log_std if log_std is not None else torch.zeros(1, device=device))
         self._tick = numba_view(env.buffers.tick)
         self._actions = numba_view(buffer.actions)
         self._log_probs = numba_view(buffer.log_probs)
@@ -270,7 +255,7 @@ class RolloutKernels:
         rows = actor_output.reshape(-1, actor_output.shape[-1])
         arguments = (
             numba_view(rows.contiguous()),
-            numba_view(self._log_std),
+            self._log_std,
             self._tick,
             self.env.current_seed,
             step,

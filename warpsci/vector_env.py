@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from warpsci.backends.buffers import EnvBuffers
+from warpsci.backends.torch_interop import current_numba_stream, numba_view
 from warpsci.environment import EnvironmentDefinition, params_to_tuple
 
 _NUMPY_TO_TORCH = {
@@ -180,17 +181,9 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         if self.device.type == "cpu":
             from warpsci.backends.cpu import CpuKernels
 
-            def view(tensor: torch.Tensor) -> np.ndarray:
-                return tensor.numpy()
-
             self._kernels = CpuKernels(self.definition)
         else:
-            from numba import cuda
-
             from warpsci.backends.cuda import DEFAULT_THREADS_PER_BLOCK, CudaKernels
-
-            def view(tensor: torch.Tensor) -> Any:
-                return cuda.as_cuda_array(tensor, sync=False)  # see rollout_kernels.numba_view
 
             with torch.cuda.device(self.device):
                 self._kernels = CudaKernels(
@@ -199,23 +192,15 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
                     self.num_agents,
                     threads_per_block or DEFAULT_THREADS_PER_BLOCK,
                 )
-        self._view = view
         self._random_rollout_arrays: tuple[tuple[torch.Tensor, ...], list[Any]] | None = None
         self._state_view = state_type(
-            *(view(self.state_tensors[f.name]) for f in self.definition.state_fields)
+            *(numba_view(self.state_tensors[f.name]) for f in self.definition.state_fields)
         )
-        self._buffer_view = EnvBuffers(*(view(tensor) for tensor in self.buffers))
-        self._numba_streams: dict[int, Any] = {}
+        self._buffer_view = EnvBuffers(*(numba_view(tensor) for tensor in self.buffers))
 
     def _stream(self) -> Any:
         """Numba handle of torch's current stream, so kernels order with torch's work."""
-        torch_stream = torch.cuda.current_stream(self.device)
-        handle = torch_stream.cuda_stream
-        if handle not in self._numba_streams:
-            from numba import cuda
-
-            self._numba_streams[handle] = cuda.external_stream(handle)
-        return self._numba_streams[handle]
+        return current_numba_stream(self.device)
 
     # ----------------------------------------------------------------------------- Gymnasium API
 
@@ -320,7 +305,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
                 torch.zeros(self.num_envs, dtype=torch.int64, device=self.device),
                 torch.zeros(self.num_envs, self.num_agents, dtype=torch.float64, device=self.device),
             )
-            self._random_rollout_arrays = (tensors, [self._view(tensor) for tensor in tensors])
+            self._random_rollout_arrays = (tensors, [numba_view(tensor) for tensor in tensors])
         (_, _, episodes, return_sum), views = self._random_rollout_arrays
         episodes.zero_()
         return_sum.zero_()
