@@ -6,21 +6,16 @@ side runs in a fresh interpreter.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from fresh_interpreter import run_script
 
 import warpsci
 from warpsci.envs.cartpole import CARTPOLE
 from warpsci.testing.kernel_runner import HostKernelRunner
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 SIMULATOR_SCRIPT = textwrap.dedent(
     """
@@ -84,18 +79,7 @@ SIMULATOR_SCRIPT = textwrap.dedent(
 
 
 def test_cuda_kernels_under_simulator_match_cpu_backend():
-    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", SIMULATOR_SCRIPT],
-        env=environment,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_script(SIMULATOR_SCRIPT, simulator=True, timeout=300)
     assert result.returncode == 0, (
         f"simulator run failed (exit code {result.returncode})\n"
         f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"

@@ -4,17 +4,14 @@ and any change to the source reached by a kernel compiles afresh."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from fresh_interpreter import run_script
 from numba import njit
 
 from warpsci.kernel_cache import describe_signature, source_fingerprint
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 RUN_TWICE_SCRIPT = textwrap.dedent(
     """
@@ -43,18 +40,7 @@ RUN_TWICE_SCRIPT = textwrap.dedent(
 
 
 def _run(cache_dir: Path, **extra_env: str) -> dict:
-    environment = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir), **extra_env}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", RUN_TWICE_SCRIPT],
-        env=environment,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_script(RUN_TWICE_SCRIPT, timeout=300, NUMBA_CACHE_DIR=str(cache_dir), **extra_env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 

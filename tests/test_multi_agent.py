@@ -1,12 +1,10 @@
 """Multi-agent environments: phases, barriers, agents reading each other, CPU vs CUDA simulator."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+from fresh_interpreter import run_script
 from multi_agent_toy import TOY
 
 import warpsci
@@ -56,11 +54,5 @@ assert cpu.buffers.tick[0] == 12
 
 
 def test_cuda_simulator_matches_cpu_with_barriers_and_two_blocks():
-    completed = subprocess.run(
-        [sys.executable, "-c", SIMULATOR_SCRIPT.format(tests=str(TESTS))],
-        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    completed = run_script(SIMULATOR_SCRIPT.format(tests=str(TESTS)), simulator=True)
     assert completed.returncode == 0, completed.stdout + completed.stderr

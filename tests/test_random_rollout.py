@@ -7,21 +7,17 @@ must be the episodes that ended; and the CUDA kernel (under Numba's simulator) m
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import gymnasium
 import numpy as np
 import pytest
 import torch
+from fresh_interpreter import run_script
 
 import warpsci
 from warpsci.backends.kernel_parts import random_action_bounds
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 ENV_IDS = warpsci.registered_ids()
 SHORT_EPISODE = 9
 
@@ -176,17 +172,6 @@ SIMULATOR_SCRIPT = textwrap.dedent(
 
 
 def test_random_rollout_kernel_under_simulator_matches_cpu():
-    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", SIMULATOR_SCRIPT],
-        env=environment,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_script(SIMULATOR_SCRIPT, simulator=True)
     assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
     assert "random rollouts agree" in result.stdout

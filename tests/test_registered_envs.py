@@ -11,13 +11,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from fresh_interpreter import run_script
 
 import warpsci
 from warpsci.config import TrainConfig
@@ -79,14 +77,7 @@ def parity_reports() -> dict[str, dict]:
             print(json.dumps(dataclasses.asdict(report)), flush=True)
         """
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"},
-        timeout=900,
-        check=False,
-    )
+    completed = run_script(script, simulator=True, timeout=900)
     assert completed.returncode == 0, completed.stderr[-4000:]
     reports = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
     return {report["env_id"]: report for report in reports}

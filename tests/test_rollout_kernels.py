@@ -4,21 +4,17 @@ CUDA versions (under Numba's simulator) against the CPU ones."""
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
+from fresh_interpreter import run_script
 
 import warpsci
 from warpsci.rollout import RolloutBuffer, compute_gae
 from warpsci.rollout_kernels import RolloutKernels
 from warpsci.sampling import MASKED_LOGIT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DEVICES = [
     "cpu",
     pytest.param(
@@ -185,17 +181,6 @@ SIMULATOR_SCRIPT = textwrap.dedent(
 
 
 def test_fused_kernels_under_simulator_match_cpu():
-    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", SIMULATOR_SCRIPT],
-        env=environment,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_script(SIMULATOR_SCRIPT, simulator=True)
     assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
     assert "fused kernels agree" in result.stdout
