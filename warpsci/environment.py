@@ -20,7 +20,10 @@ An environment is one Python module holding
 
   ``state`` is a namedtuple of the state arrays (``state.x[env, agent]``), ``params`` a namedtuple
   of the params' scalar fields (``params.gravity``), ``key`` the ``uint64`` key of a counter-based
-  generator (see :mod:`warpsci.random`).
+  generator (see :mod:`warpsci.random`). ``env`` and ``agent`` are ``uint32`` indices on both
+  backends (unsigned indices spare the GPU Numba's negative-index wrap-around on every access):
+  arithmetic with an integer literal gives ``int64``, but the difference of two indices wraps
+  around below zero, so convert with ``np.int64(agent)`` before subtracting another index.
 
 The framework compiles these once for the CPU (``numba.njit(parallel=True)``, environments in
 parallel, agents and phases in order) and once for CUDA (one thread per agent, environments in

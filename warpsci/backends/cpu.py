@@ -1,10 +1,15 @@
-"""CPU backend: a ``numba.njit(parallel=True)`` loop over environments; agents and phases in order."""
+"""CPU backend: a ``numba.njit(parallel=True)`` loop over environments; agents and phases in order.
+
+Environment and agent indices are ``uint32``, as on the CUDA backend, so that environment code
+compiles to the same arithmetic on both.
+"""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
+import numpy as np
 from numba import prange
 
 from warpsci.backends.kernel_parts import make_kernel_parts
@@ -47,6 +52,7 @@ class CpuKernels:
 @functools.cache
 def _compile(definition: EnvironmentDefinition):
     parts = make_kernel_parts(definition)
+    step_key_base = parts.step_key_base
     agent_phase = parts.agent_phase
     finish_environment = parts.finish_environment
     close_episode = parts.close_episode
@@ -61,49 +67,69 @@ def _compile(definition: EnvironmentDefinition):
     @cached_njit(parallel=True)
     def reset_all(state, params, buffers, seed):
         num_envs, num_agents = buffers.rewards.shape
-        for env in prange(num_envs):
-            for agent in range(num_agents):
+        for env_index in prange(num_envs):
+            env = np.uint32(env_index)
+            for agent_index in range(num_agents):
+                agent = np.uint32(agent_index)
                 reset_agent_fresh(state, params, buffers, seed, env, agent)
-            for agent in range(num_agents):
+            for agent_index in range(num_agents):
+                agent = np.uint32(agent_index)
                 observe(state, params, buffers, env, agent)
 
     @cached_njit(parallel=True)
     def step_all(state, params, buffers, seed, max_episode_steps):
         num_envs, num_agents = buffers.rewards.shape
-        for env in prange(num_envs):
+        for env_index in prange(num_envs):
+            env = np.uint32(env_index)
             for phase in range(num_phases):
-                for agent in range(num_agents):
-                    agent_phase(state, params, buffers, seed, env, agent, phase)
+                for agent_index in range(num_agents):
+                    agent = np.uint32(agent_index)
+                    key_base = step_key_base(seed, env, agent)
+                    agent_phase(state, params, buffers, key_base, env, agent, phase)
             finish_environment(state, params, buffers, max_episode_steps, env)
-            for agent in range(num_agents):
+            for agent_index in range(num_agents):
+                agent = np.uint32(agent_index)
                 close_episode(state, params, buffers, env, agent)
-            for agent in range(num_agents):
+            for agent_index in range(num_agents):
+                agent = np.uint32(agent_index)
                 reset_finished_agent(state, params, buffers, seed, env, agent)
-            for agent in range(num_agents):
+            for agent_index in range(num_agents):
+                agent = np.uint32(agent_index)
                 observe(state, params, buffers, env, agent)
 
     @cached_njit(parallel=True)
     def random_steps_all(state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies):
         num_envs, num_agents = buffers.rewards.shape
-        for env in prange(num_envs):
-            first_key_base = action_key_base(seed, env, 0)
+        for env_index in prange(num_envs):
+            env = np.uint32(env_index)
+            first_action_base = action_key_base(seed, env, np.uint32(0))
+            first_step_base = step_key_base(seed, env, np.uint32(0))
             for _ in range(num_steps):
-                for agent in range(num_agents):
+                for agent_index in range(num_agents):
+                    agent = np.uint32(agent_index)
                     if agent == 0:
-                        key_base = first_key_base
+                        key_base = first_action_base
                     else:
                         key_base = action_key_base(seed, env, agent)
                     random_action(buffers, key_base, env, agent, action_bounds)
                 for phase in range(num_phases):
-                    for agent in range(num_agents):
-                        agent_phase(state, params, buffers, seed, env, agent, phase)
+                    for agent_index in range(num_agents):
+                        agent = np.uint32(agent_index)
+                        if agent == 0:
+                            key_base = first_step_base
+                        else:
+                            key_base = step_key_base(seed, env, agent)
+                        agent_phase(state, params, buffers, key_base, env, agent, phase)
                 finish_environment(state, params, buffers, max_episode_steps, env)
-                for agent in range(num_agents):
+                for agent_index in range(num_agents):
+                    agent = np.uint32(agent_index)
                     close_episode(state, params, buffers, env, agent)
                     tally_episode(buffers, env, agent, tallies)
-                for agent in range(num_agents):
+                for agent_index in range(num_agents):
+                    agent = np.uint32(agent_index)
                     reset_finished_agent(state, params, buffers, seed, env, agent)
-            for agent in range(num_agents):
+            for agent_index in range(num_agents):
+                agent = np.uint32(agent_index)
                 observe(state, params, buffers, env, agent)
 
     return reset_all, step_all, random_steps_all

@@ -91,6 +91,7 @@ class CudaKernels:
 @functools.cache
 def _compile(definition: EnvironmentDefinition, use_barriers: bool):
     parts = make_kernel_parts(definition)
+    step_key_base = parts.step_key_base
     agent_phase = parts.agent_phase
     finish_environment = parts.finish_environment
     close_episode = parts.close_episode
@@ -102,6 +103,11 @@ def _compile(definition: EnvironmentDefinition, use_barriers: bool):
     tally_episode = parts.tally_episode
     num_phases = parts.num_step_phases
 
+    # Two choices below halve a fused step's integer arithmetic on the GPU (profiled with Nsight
+    # Compute, see BENCHMARKS.md). The agent loops are while loops: range(first, n, stride) with a
+    # run-time stride costs a 64-bit division. Indices are uint32: Numba wraps negative signed
+    # indices around (idx += size when idx < 0) on every array access, unsigned ones it need not.
+
     @cuda.jit
     def barrier():
         if use_barriers:
@@ -110,82 +116,100 @@ def _compile(definition: EnvironmentDefinition, use_barriers: bool):
     @cached_cuda_jit
     def reset_kernel(state, params, buffers, seed):
         num_envs, num_agents = buffers.rewards.shape
-        env = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+        env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
         active = env < num_envs
-        if active:
-            for agent in range(cuda.threadIdx.x, num_agents, cuda.blockDim.x):
-                reset_agent_fresh(state, params, buffers, seed, env, agent)
+        agent = np.uint32(cuda.threadIdx.x)
+        while active and agent < num_agents:
+            reset_agent_fresh(state, params, buffers, seed, env, agent)
+            agent += np.uint32(cuda.blockDim.x)
         barrier()
-        if active:
-            for agent in range(cuda.threadIdx.x, num_agents, cuda.blockDim.x):
-                observe(state, params, buffers, env, agent)
+        agent = np.uint32(cuda.threadIdx.x)
+        while active and agent < num_agents:
+            observe(state, params, buffers, env, agent)
+            agent += np.uint32(cuda.blockDim.x)
 
     @cached_cuda_jit
     def step_kernel(state, params, buffers, seed, max_episode_steps):
         num_envs, num_agents = buffers.rewards.shape
-        env = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+        env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
         active = env < num_envs
-        first_agent = cuda.threadIdx.x
-        agent_stride = cuda.blockDim.x
+        first_agent = np.uint32(cuda.threadIdx.x)
+        agent_stride = np.uint32(cuda.blockDim.x)
         for phase in range(num_phases):
-            if active:
-                for agent in range(first_agent, num_agents, agent_stride):
-                    agent_phase(state, params, buffers, seed, env, agent, phase)
+            agent = first_agent
+            while active and agent < num_agents:
+                key_base = np.uint64(step_key_base(seed, env, agent))
+                agent_phase(state, params, buffers, key_base, env, agent, phase)
+                agent += agent_stride
             barrier()
         if active and first_agent == 0:
             finish_environment(state, params, buffers, max_episode_steps, env)
         barrier()
-        if active:
-            for agent in range(first_agent, num_agents, agent_stride):
-                close_episode(state, params, buffers, env, agent)
+        agent = first_agent
+        while active and agent < num_agents:
+            close_episode(state, params, buffers, env, agent)
+            agent += agent_stride
         barrier()
-        if active:
-            for agent in range(first_agent, num_agents, agent_stride):
-                reset_finished_agent(state, params, buffers, seed, env, agent)
+        agent = first_agent
+        while active and agent < num_agents:
+            reset_finished_agent(state, params, buffers, seed, env, agent)
+            agent += agent_stride
         barrier()
-        if active:
-            for agent in range(first_agent, num_agents, agent_stride):
-                observe(state, params, buffers, env, agent)
+        agent = first_agent
+        while active and agent < num_agents:
+            observe(state, params, buffers, env, agent)
+            agent += agent_stride
 
     @cached_cuda_jit
     def random_steps_kernel(
         state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies
     ):
         num_envs, num_agents = buffers.rewards.shape
-        env = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+        env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
         active = env < num_envs
-        first_agent = cuda.threadIdx.x
-        agent_stride = cuda.blockDim.x
+        first_agent = np.uint32(cuda.threadIdx.x)
+        agent_stride = np.uint32(cuda.blockDim.x)
+        # The first agent's keys are computed once per launch; hashing is costly on the GPU.
         # np.uint64: under Numba's CUDA simulator these are Python ints between compiled functions.
-        first_key_base = np.uint64(action_key_base(seed, env, first_agent))
+        first_action_base = np.uint64(action_key_base(seed, env, first_agent))
+        first_step_base = np.uint64(step_key_base(seed, env, first_agent))
         for _ in range(num_steps):
-            if active:
-                for agent in range(first_agent, num_agents, agent_stride):
-                    if agent == first_agent:
-                        key_base = first_key_base
-                    else:
-                        key_base = np.uint64(action_key_base(seed, env, agent))
-                    random_action(buffers, key_base, env, agent, action_bounds)
+            agent = first_agent
+            while active and agent < num_agents:
+                if agent == first_agent:
+                    key_base = first_action_base
+                else:
+                    key_base = np.uint64(action_key_base(seed, env, agent))
+                random_action(buffers, key_base, env, agent, action_bounds)
+                agent += agent_stride
             barrier()
             for phase in range(num_phases):
-                if active:
-                    for agent in range(first_agent, num_agents, agent_stride):
-                        agent_phase(state, params, buffers, seed, env, agent, phase)
+                agent = first_agent
+                while active and agent < num_agents:
+                    if agent == first_agent:
+                        key_base = first_step_base
+                    else:
+                        key_base = np.uint64(step_key_base(seed, env, agent))
+                    agent_phase(state, params, buffers, key_base, env, agent, phase)
+                    agent += agent_stride
                 barrier()
             if active and first_agent == 0:
                 finish_environment(state, params, buffers, max_episode_steps, env)
             barrier()
-            if active:
-                for agent in range(first_agent, num_agents, agent_stride):
-                    close_episode(state, params, buffers, env, agent)
-                    tally_episode(buffers, env, agent, tallies)
+            agent = first_agent
+            while active and agent < num_agents:
+                close_episode(state, params, buffers, env, agent)
+                tally_episode(buffers, env, agent, tallies)
+                agent += agent_stride
             barrier()
-            if active:
-                for agent in range(first_agent, num_agents, agent_stride):
-                    reset_finished_agent(state, params, buffers, seed, env, agent)
+            agent = first_agent
+            while active and agent < num_agents:
+                reset_finished_agent(state, params, buffers, seed, env, agent)
+                agent += agent_stride
             barrier()
-        if active:
-            for agent in range(first_agent, num_agents, agent_stride):
-                observe(state, params, buffers, env, agent)
+        agent = first_agent
+        while active and agent < num_agents:
+            observe(state, params, buffers, env, agent)
+            agent += agent_stride
 
     return reset_kernel, step_kernel, random_steps_kernel

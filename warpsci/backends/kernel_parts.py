@@ -4,7 +4,7 @@ Each piece is a Numba function closed over the environment's own functions, so i
 CPU (called from a ``prange`` loop) and for CUDA (called from a kernel). The backends only decide who
 runs which piece and where the barriers go; the order of pieces is the same:
 
-step:  ``agent_phase`` for each phase (barrier after each)
+step:  ``agent_phase`` for each phase (barrier after each), keyed by ``step_key_base``
        ``finish_environment`` by agent 0 (barrier)
        ``close_episode`` (final observation and episode statistics) (barrier)
        ``reset_finished_agent`` (barrier)
@@ -34,6 +34,7 @@ from warpsci.random import ACTION_STREAM, RESET_STREAM, STEP_STREAM, integer, ma
 class KernelParts:
     """The compiled pieces; see the module docstring for their order."""
 
+    step_key_base: Callable
     agent_phase: Callable
     finish_environment: Callable
     close_episode: Callable
@@ -54,8 +55,14 @@ def make_kernel_parts(definition: EnvironmentDefinition) -> KernelParts:
     is_terminal = definition.is_terminal
 
     @njit
-    def agent_phase(state, params, buffers, seed, env, agent, phase):
-        key = make_key(seed, env, agent, buffers.tick[env] + 1, STEP_STREAM)
+    def step_key_base(seed, env, agent):
+        """The part of an agent's step key that does not change between steps (kernels that take
+        many steps compute it once)."""
+        return make_key(seed, env, agent, 0, STEP_STREAM)
+
+    @njit
+    def agent_phase(state, params, buffers, key_base, env, agent, phase):
+        key = mix64(key_base ^ np.uint64(buffers.tick[env] + 1))
         reward = step_agent(state, params, buffers.actions, env, agent, phase, key)
         if phase == 0:
             buffers.rewards[env, agent] = reward
@@ -135,6 +142,7 @@ def make_kernel_parts(definition: EnvironmentDefinition) -> KernelParts:
                 tallies[0][env] += 1
 
     return KernelParts(
+        step_key_base=step_key_base,
         agent_phase=agent_phase,
         finish_environment=finish_environment,
         close_episode=close_episode,
