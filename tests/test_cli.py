@@ -230,3 +230,15 @@ def test_target_return_reports_the_time_from_process_start(tmp_path):
     assert summary["return_last100"] >= 40
     # From process start, so at least the training time.
     assert summary["time_to_target_s"] >= summary["train_wall_time_s"]
+
+
+def test_compile_flag_sets_the_config_field():
+    from warpsci.cli import build_parser, resolve_train_config
+
+    parser = build_parser()
+    with_flag = resolve_train_config(
+        parser.parse_args(["train", "CartPole-v1", "--compile", "--device", "cpu"])
+    )
+    without = resolve_train_config(parser.parse_args(["train", "CartPole-v1", "--device", "cpu"]))
+    assert with_flag["compile"] is True
+    assert without.get("compile", False) is False

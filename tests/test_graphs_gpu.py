@@ -138,3 +138,28 @@ def test_random_rollout_on_the_gpu_is_one_step_at_a_time_and_replays_exactly():
     first = env()
     first.random_rollout(1)
     assert torch.equal(first.actions_buffer.cpu(), on_cpu.actions_buffer)
+
+
+def test_captured_compiled_training_equals_eager_compiled_training():
+    def run(capture: bool):
+        config = TrainConfig(
+            env_id="CartPole-v1",
+            device="cuda",
+            seed=3,
+            num_envs=512,
+            num_steps=32,
+            total_timesteps=512 * 32 * 5,
+            capture_graphs=capture,
+            compile=True,
+        )
+        trainer = make_trainer(config)
+        return trainer, trainer.train()
+
+    eager, eager_result = run(False)
+    captured, captured_result = run(True)
+    assert captured._update_graph is not None and captured._update_graph.captures == 1
+    for a, b in zip(captured.policy.parameters(), eager.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    losses = [row["losses/value_loss"] for row in captured_result.history]
+    expected = [row["losses/value_loss"] for row in eager_result.history]
+    assert losses == pytest.approx(expected, rel=1e-4)

@@ -2,6 +2,7 @@
 
 import math
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -212,3 +213,41 @@ def test_target_return_stops_training_early():
     assert result.solved_at_step is not None and result.iterations < 200
     last = result.history[-1]
     assert last["charts/return_last100"] >= 30.0
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(name) for name in ("c++", "g++", "clang++")),
+    reason="torch.compile on the CPU needs a C++ compiler",
+)
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_compiled_update_equals_the_eager_update(algo):
+    from warpsci.trainer import make_trainer
+
+    def one_iteration(compile: bool):
+        config = TrainConfig(
+            env_id="CartPole-v1",
+            algo=algo,
+            device="cpu",
+            seed=5,
+            num_envs=8,
+            num_steps=16,
+            total_timesteps=8 * 16,
+            checkpoint_every=0,
+            compile=compile,
+        )
+        trainer = make_trainer(config)
+        initial = [parameter.detach().clone() for parameter in trainer.policy.parameters()]
+        result = trainer.train()
+        return trainer, result.history[-1], initial
+
+    eager, eager_metrics, initial = one_iteration(False)
+    compiled, compiled_metrics, _ = one_iteration(True)
+    assert compiled._compiled, "compile=True must go through torch.compile"
+    assert not eager._compiled
+    torch.testing.assert_close(compiled.buffer.actions, eager.buffer.actions, rtol=0, atol=0)
+    for a, b in zip(compiled.policy.parameters(), eager.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert any(not torch.equal(a, b) for a, b in zip(eager.policy.parameters(), initial, strict=True))
+    for name, value in eager_metrics.items():
+        if name.startswith("losses/"):
+            assert compiled_metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name

@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from warpsci.config import TrainConfig
+from warpsci.networks import ActorCritic
 from warpsci.trainer import OnPolicyTrainer
 
 
@@ -19,24 +21,35 @@ class A2CTrainer(OnPolicyTrainer):
 
     def update(self) -> dict[str, torch.Tensor]:
         """One gradient step on the whole rollout; returns the losses (device scalars)."""
-        config, buffer = self.config, self.buffer
-        log_prob, entropy, value = self.policy.evaluate(
-            buffer.obs.flatten(0, 1), buffer.actions.flatten(0, 1)
+        buffer = self.buffer
+        rollout = tuple(
+            tensor.flatten(0, 1) for tensor in (buffer.obs, buffer.actions, buffer.advantages, buffer.returns)
         )
-        advantages = buffer.advantages.flatten(0, 1)
-        if config.norm_adv:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        policy_loss = -(advantages * log_prob).mean()
-        value_loss = 0.5 * (value - buffer.returns.flatten(0, 1)).square().mean()
-        entropy_loss = entropy.mean()
-        loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
+        losses = self.compiled(a2c_losses)(self.policy, self.config, rollout)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(self.policy.parameters(), config.max_grad_norm)
+        losses.pop("loss").backward()
+        nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
-        return {
-            "losses/value_loss": value_loss.detach(),
-            "losses/policy_loss": policy_loss.detach(),
-            "losses/entropy": entropy_loss.detach(),
-            "losses/explained_variance": self.explained_variance(),
-        }
+        losses["losses/explained_variance"] = self.explained_variance()
+        return losses
+
+
+def a2c_losses(
+    policy: ActorCritic, config: TrainConfig, rollout: tuple[torch.Tensor, ...]
+) -> dict[str, torch.Tensor]:
+    """A2C's loss on the flattened ``rollout`` (observations, actions, advantages, returns), and
+    its parts (detached); ``loss`` is what the update differentiates."""
+    obs, actions, advantages, returns = rollout
+    log_prob, entropy, value = policy.evaluate(obs, actions)
+    if config.norm_adv:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    policy_loss = -(advantages * log_prob).mean()
+    value_loss = 0.5 * (value - returns).square().mean()
+    entropy_loss = entropy.mean()
+    loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
+    return {
+        "loss": loss,
+        "losses/value_loss": value_loss.detach(),
+        "losses/policy_loss": policy_loss.detach(),
+        "losses/entropy": entropy_loss.detach(),
+    }

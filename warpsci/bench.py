@@ -138,11 +138,12 @@ def bench_train(
     iterations: int = 5,
     seed: int = 0,
     capture: bool = True,
+    compile: bool = False,
 ) -> BenchResult:
     """End-to-end PPO steps/s (rollout + advantages + update, CleanRL's Cartpole network: 64x64
     tanh, 4 epochs, 4 minibatches), median over ``iterations`` timed iterations. The first two
     iterations (compilation, warm-up, and on CUDA the graph capture) are not timed; ``capture``
-    sets ``TrainConfig.capture_graphs``."""
+    sets ``TrainConfig.capture_graphs`` and ``compile`` sets ``TrainConfig.compile``."""
     config = TrainConfig(
         env_id=env_id,
         device=device,
@@ -152,9 +153,11 @@ def bench_train(
         total_timesteps=num_envs * num_steps * (iterations + 2),
         checkpoint_every=0,
         capture_graphs=capture,
+        compile=compile,
     )
     trainer = PPOTrainer(config)
     rates: list[float] = []
     trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS"]))
     timed = rates[2:] or rates
-    return BenchResult(env_id, "train", str(trainer.device), num_envs, statistics.median(timed), timed)
+    mode = "train-compiled" if compile else "train"
+    return BenchResult(env_id, mode, str(trainer.device), num_envs, statistics.median(timed), timed)

@@ -58,6 +58,7 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "algo": args.algo,
         "target_return": args.target_return,
+        "compile": True if args.compile else None,
     }
     data.update({key: value for key, value in flags.items() if value is not None})
     data.setdefault("device", default_device())
@@ -190,6 +191,7 @@ def command_bench(args: argparse.Namespace) -> int:
                     num_steps=args.num_steps,
                     iterations=args.repeats,
                     capture=capture,
+                    compile=args.compile,
                 )
             )
             _report(results[-1])
@@ -266,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop when the mean return of the last 100 episodes reaches this; the summary gives the "
         "wall time from process start",
     )
+    train.add_argument(
+        "--compile", action="store_true", help="torch.compile the update's loss (TrainConfig.compile)"
+    )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.set_defaults(handler=command_train)
 
@@ -293,6 +298,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--no-capture", action="store_true", help="on CUDA, launch eagerly instead of replaying CUDA graphs"
+    )
+    bench.add_argument(
+        "--compile",
+        action="store_true",
+        help="train mode: torch.compile the update's loss (TrainConfig.compile)",
     )
     bench.add_argument("--output", help="write the results to this CSV file")
     bench.set_defaults(handler=command_bench)

@@ -99,6 +99,7 @@ class OnPolicyTrainer:
         self.rollout_kernels = RolloutKernels(
             self.env, self.buffer, self.policy.kind, getattr(self.policy, "actor_logstd", None)
         )
+        self._compiled: dict[Callable, Callable] = {}
         self._graph: GraphReplay | None = None
         self._update_graph: GraphReplay | None = None
         self._losses: dict[str, torch.Tensor] = {}
@@ -165,6 +166,15 @@ class OnPolicyTrainer:
         return trainer
 
     # ----------------------------------------------------------------------------- training
+
+    def compiled(self, function: Callable) -> Callable:
+        """``function`` through ``torch.compile`` when ``config.compile`` is on (compiled once per
+        trainer), else ``function`` itself."""
+        if not self.config.compile:
+            return function
+        if function not in self._compiled:
+            self._compiled[function] = torch.compile(function)
+        return self._compiled[function]
 
     def learning_rate_at(self, iteration: int) -> float:
         """Learning rate for (0-based) ``iteration``: linear decay to zero when annealing."""
