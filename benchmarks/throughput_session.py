@@ -48,6 +48,12 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
+#: ``--compile-modes``: which of eager-loss (False) and compiled-loss (True) training to measure.
+COMPILE_MODES: list[bool] = [False]
+#: ``--short``: env part only at 10K, 100K and 1M with 1000 steps per launch, graph-replayed.
+SHORT = False
+
+
 def env_only(out: Path, quick: bool) -> None:
     rows = []
     plans = [
@@ -63,6 +69,8 @@ def env_only(out: Path, quick: bool) -> None:
         (1_000_000, 1000, 1000, False),
         (1_000_000, 1000, 1000, True),
     ]
+    if SHORT:
+        plans = [(n, 1000, 1000, True) for n in (10_000, 100_000, 1_000_000)]
     for num_envs, steps, per_launch, capture in plans[:3] if quick else plans:
         result = bench_env(
             "CartPole-v1", num_envs, "cuda", steps=steps, capture=capture, steps_per_launch=per_launch
@@ -80,7 +88,7 @@ def env_only(out: Path, quick: bool) -> None:
             f"env  {num_envs:>9,}  x{per_launch:<5} graph={capture!s:<5} "
             f"{result.steps_per_second / 1e9:8.2f} G/s"
         )
-    for threads in (64, 256, 512):
+    for threads in () if SHORT else (64, 256, 512):
         result = bench_env(
             "CartPole-v1", 1_000_000, "cuda", steps=1000, steps_per_launch=1000, threads_per_block=threads
         )
@@ -100,18 +108,22 @@ def env_only(out: Path, quick: bool) -> None:
 def training(out: Path, quick: bool) -> None:
     rows = []
     sizes = [2048, 16384] if quick else [2048, 8192, 16384, 65536, 262144]
-    for num_envs in sizes:
-        result = bench_train("CartPole-v1", num_envs, "cuda", iterations=5)
-        rows.append({"num_envs": num_envs, "steps_per_s": round(result.steps_per_second)})
-        print(f"ppo  {num_envs:>9,}  {result.steps_per_second / 1e6:8.1f} M/s")
+    for compile in COMPILE_MODES:
+        for num_envs in sizes:
+            result = bench_train("CartPole-v1", num_envs, "cuda", iterations=5, compile=compile)
+            rows.append(
+                {"num_envs": num_envs, "compile": compile, "steps_per_s": round(result.steps_per_second)}
+            )
+            print(f"ppo  {num_envs:>9,}  compile={compile!s:<5} {result.steps_per_second / 1e6:8.1f} M/s")
     write_csv(out / "train.csv", rows)
 
 
 def phases_and_profile(out: Path, quick: bool) -> None:
     """Rollout+advantages vs update time (CUDA events, graph replay), and a profiler table."""
     rows = []
-    for num_envs in [2048] if quick else [2048, 65536]:
+    for compile, num_envs in [(c, n) for c in COMPILE_MODES for n in ([2048] if quick else [2048, 65536])]:
         config = TrainConfig(
+            compile=compile,
             env_id="CartPole-v1",
             device="cuda",
             num_envs=num_envs,
@@ -137,8 +149,18 @@ def phases_and_profile(out: Path, quick: bool) -> None:
             rollout_ms.append(events[0].elapsed_time(events[1]))
             update_ms.append(events[1].elapsed_time(events[2]))
         rollout, update = statistics.median(rollout_ms), statistics.median(update_ms)
-        rows.append({"num_envs": num_envs, "rollout_and_advantages_ms": rollout, "update_ms": update})
-        print(f"phases {num_envs:>7,}: rollout+advantages {rollout:7.2f} ms, update {update:7.2f} ms")
+        rows.append(
+            {
+                "num_envs": num_envs,
+                "compile": compile,
+                "rollout_and_advantages_ms": rollout,
+                "update_ms": update,
+            }
+        )
+        print(
+            f"phases {num_envs:>7,} compile={compile!s:<5}: "
+            f"rollout+advantages {rollout:7.2f} ms, update {update:7.2f} ms"
+        )
 
         from torch.profiler import ProfilerActivity, profile
 
@@ -149,7 +171,7 @@ def phases_and_profile(out: Path, quick: bool) -> None:
         table = profiler.key_averages().table(
             sort_by="cuda_time_total", row_limit=25, max_name_column_width=60
         )
-        (out / f"profile_{num_envs}.txt").write_text(table)
+        (out / f"profile_{num_envs}{'_compiled' if compile else ''}.txt").write_text(table)
         kernels = [
             event for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA
         ]
@@ -289,8 +311,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few sizes only (a smoke test)")
     parser.add_argument("--parts", nargs="+", default=["solve", "env", "train", "phases"])
     parser.add_argument("--candidates", nargs="*", default=[], help="solve: candidate names (default all)")
+    parser.add_argument(
+        "--compile-modes",
+        nargs="+",
+        choices=["off", "on"],
+        default=["off"],
+        help="train and phases: eager loss (off) and/or torch.compile (on)",
+    )
+    parser.add_argument("--short", action="store_true", help="env: 10K, 100K and 1M at x1000, graph only")
     args = parser.parse_args()
     CHOSEN_CANDIDATES.extend(args.candidates)
+    COMPILE_MODES[:] = [mode == "on" for mode in args.compile_modes]
+    global SHORT
+    SHORT = args.short
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "warpsci", warpsci.__version__)
