@@ -13,7 +13,7 @@ from torch import nn
 
 from warpsci.config import TrainConfig
 from warpsci.networks import ActorCritic
-from warpsci.trainer import OnPolicyTrainer
+from warpsci.trainer import OnPolicyTrainer, actor_critic_loss, normalize_advantages
 
 
 class A2CTrainer(OnPolicyTrainer):
@@ -42,14 +42,7 @@ def a2c_losses(
     obs, actions, advantages, returns = rollout
     log_prob, entropy, value = policy.evaluate(obs, actions)
     if config.norm_adv:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        advantages = normalize_advantages(advantages)
     policy_loss = -(advantages * log_prob).mean()
     value_loss = 0.5 * (value - returns).square().mean()
-    entropy_loss = entropy.mean()
-    loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
-    return {
-        "loss": loss,
-        "losses/value_loss": value_loss.detach(),
-        "losses/policy_loss": policy_loss.detach(),
-        "losses/entropy": entropy_loss.detach(),
-    }
+    return actor_critic_loss(config, policy_loss, value_loss, entropy)

@@ -14,7 +14,13 @@ from torch import nn
 
 from warpsci.config import TrainConfig
 from warpsci.networks import ActorCritic
-from warpsci.trainer import OnPolicyTrainer, TrainResult, evaluate_policy
+from warpsci.trainer import (
+    OnPolicyTrainer,
+    TrainResult,
+    actor_critic_loss,
+    evaluate_policy,
+    normalize_advantages,
+)
 
 __all__ = ["PPOTrainer", "TrainResult", "evaluate_policy", "ppo_losses"]
 
@@ -76,7 +82,7 @@ def ppo_losses(
         clip_fraction = ((ratio - 1.0).abs() > config.clip_coef).float().mean()
 
     if config.norm_adv:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        advantages = normalize_advantages(advantages)
     policy_loss = torch.max(
         -advantages * ratio,
         -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef),
@@ -90,13 +96,8 @@ def ppo_losses(
     else:
         value_loss = 0.5 * ((new_value - returns) ** 2).mean()
 
-    entropy_loss = entropy.mean()
-    loss = policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss
     return {
-        "loss": loss,
-        "losses/value_loss": value_loss.detach(),
-        "losses/policy_loss": policy_loss.detach(),
-        "losses/entropy": entropy_loss.detach(),
+        **actor_critic_loss(config, policy_loss, value_loss, entropy),
         "losses/old_approx_kl": old_approx_kl,
         "losses/approx_kl": approx_kl,
         "losses/clipfrac": clip_fraction,

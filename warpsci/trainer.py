@@ -343,6 +343,25 @@ class OnPolicyTrainer:
         )
 
 
+def normalize_advantages(advantages: torch.Tensor) -> torch.Tensor:
+    """Advantages shifted to mean 0 and scaled to standard deviation 1 (``norm_adv``)."""
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
+def actor_critic_loss(
+    config: TrainConfig, policy_loss: torch.Tensor, value_loss: torch.Tensor, entropy: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """What PPO and A2C minimise, ``policy_loss - ent_coef * mean(entropy) + vf_coef *
+    value_loss``, under ``"loss"``, and its parts (detached) under their log names."""
+    entropy_loss = entropy.mean()
+    return {
+        "loss": policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss,
+        "losses/value_loss": value_loss.detach(),
+        "losses/policy_loss": policy_loss.detach(),
+        "losses/entropy": entropy_loss.detach(),
+    }
+
+
 def evaluate_policy(
     policy: ActorCritic,
     env_id: str,
