@@ -16,7 +16,7 @@ import torch
 from fresh_interpreter import run_script
 
 import warpsci
-from warpsci.backends.kernel_parts import random_action_bounds
+from warpsci.backends.stages import random_action_bounds
 
 ENV_IDS = warpsci.registered_ids()
 SHORT_EPISODE = 9

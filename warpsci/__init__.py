@@ -8,8 +8,17 @@ Quick start::
     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
 """
 
-from warpsci.environment import EnvironmentDefinition, StateField, agent_function
+from warpsci.environment import (
+    AgentGroup,
+    AgentStage,
+    EnvironmentDefinition,
+    EnvironmentStage,
+    StateField,
+    agent_function,
+)
 from warpsci.envs import BUILTIN_ENVIRONMENTS
+from warpsci.multi_agent_env import MultiAgentVectorEnv
+from warpsci.pettingzoo_adapter import parallel_env
 from warpsci.registry import get_definition, make, register, registered_ids
 from warpsci.vector_env import WarpVectorEnv
 
@@ -19,12 +28,17 @@ for _definition in BUILTIN_ENVIRONMENTS:
     register(_definition)
 
 __all__ = [
+    "AgentGroup",
+    "AgentStage",
     "EnvironmentDefinition",
+    "EnvironmentStage",
+    "MultiAgentVectorEnv",
     "StateField",
     "WarpVectorEnv",
     "agent_function",
     "get_definition",
     "make",
+    "parallel_env",
     "register",
     "registered_ids",
 ]

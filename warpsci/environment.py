@@ -1,38 +1,75 @@
-"""How an environment is described to warpsci.
+"""How an environment is described to warpsci (environment model, version 2).
 
 An environment is one Python module holding
 
-* a **params** dataclass (frozen; every field a number or a bool) with the physical constants;
+* a **params** dataclass (frozen) with the environment's constants. Fields are numbers, bools or
+  arrays (lists, tuples or NumPy arrays of numbers: a table of start positions, an energy grid).
+  Arrays are placed in device memory once per vector environment and reach the kernels as arguments
+  (``params.start_x[agent]``), never as module globals, so two instances with different arrays run
+  side by side and the kernel cache never depends on data values. ``kernel_params`` may derive the
+  values the kernels see from the params (defaults for optional fields, tables drawn from a seed);
+  fields named in ``replica_params`` hold one value per environment replica (domain randomisation:
+  a scalar is broadcast, a sequence of ``num_envs`` values is taken as is) and are read as
+  ``params.<name>[env]``.
 * its **state layout**: a tuple of :class:`StateField`, each a named array shaped
   ``(num_envs, num_agents, *shape)`` (or ``(num_envs, *shape)`` for fields of the whole environment);
-* plain, Numba-compilable functions for one agent of one environment (decorate them with
-  :func:`warpsci.agent_function`):
+* its **agent groups** (:class:`AgentGroup`): named sets of agent indices, each with its own
+  observation and action space and trained by its own policy. A single-agent environment is one
+  group named ``"agent"`` of one agent, declared through ``observation_space`` and ``action_space``;
+* plain, Numba-compilable functions (decorate them with :func:`warpsci.agent_function`):
 
+  ``reset_environment(state, params, env, key) -> None`` (optional)
+      Reset the fields of the whole environment; runs once per environment, before any agent resets.
   ``reset_agent(state, params, env, agent, key) -> None``
-      Write the agent's initial state. Agent 0 also resets fields of the whole environment.
-  ``step_agent(state, params, actions, env, agent, phase, key) -> float``
-      Advance the agent by one step (or one phase of a step) and return its reward. ``actions`` is
-      the whole action array, so an agent may read the others' actions. Rewards of all phases add up.
+      Write the agent's initial state.
+  the **step**, either as ``step_stages``, a tuple of stages run in order with every agent (of the
+  whole environment, across blocks) finished with one stage before the next begins:
+
+      :class:`AgentStage` ``function(state, params, actions, env, agent, key) -> float``
+          Run for each agent still in the game; the returned reward is added to the agent's reward.
+      :class:`EnvironmentStage` ``function(state, params, actions, rewards, env, key) -> None``
+          Run once per environment: clocks, reductions over agents (a planner's reward from every
+          agent's result of this step), collisions. May add to ``rewards[env, agent]`` of any agent.
+
+      or, for the common case, ``step_agent(state, params, actions, env, agent, phase, key) -> float``
+      with ``num_step_phases`` (default 1): one agent stage per phase.
   ``observe_agent(state, params, obs, env, agent) -> None``
       Write the agent's observation into ``obs[env, agent, :]``.
   ``is_terminal(state, params, env) -> bool``
-      Whether the environment's episode has ended (called once per environment after the step).
+      Whether the environment's episode has ended (once per environment, after the step's stages).
+  ``is_agent_done(state, params, env, agent) -> bool`` (optional)
+      Whether the agent leaves the game with this step (a tagged runner). From the next step on it
+      acts no more: its stages are skipped, its reward is 0, and trainers mask it out of the loss.
+      Everyone returns at the next reset.
+  ``action_mask(state, params, mask, env, agent) -> None`` (optional)
+      Write which actions the agent may take next into ``mask[env, agent, :]`` (bool): one entry
+      per action for ``Discrete(n)``, ``sum(nvec)`` entries (component after component) for
+      ``MultiDiscrete``. Runs after every reset and step, after ``observe_agent``. Masks are advice
+      for the policy (sampling and the loss use masked logits); the environment applies whatever
+      action it is given.
 
+  ``actions`` is the whole action array, ``(num_envs, num_agents)`` when every group's action space
+  is ``Discrete``, else ``(num_envs, num_agents, width)`` with ``width`` the largest number of
+  components; an agent may read the others' actions. ``obs`` is ``(num_envs, num_agents, width)``
+  with ``width`` the largest observation size of the groups (a single group keeps its own shape).
   ``state`` is a namedtuple of the state arrays (``state.x[env, agent]``), ``params`` a namedtuple
-  of the params' scalar fields (``params.gravity``), ``key`` the ``uint64`` key of a counter-based
-  generator (see :mod:`warpsci.random`). ``env`` and ``agent`` are ``uint32`` indices on both
-  backends (unsigned indices spare the GPU Numba's negative-index wrap-around on every access):
-  arithmetic with an integer literal gives ``int64``, but the difference of two indices wraps
-  around below zero, so convert with ``np.int64(agent)`` before subtracting another index.
+  of the kernel params, ``key`` the ``uint64`` key of a counter-based generator (see
+  :mod:`warpsci.random`). ``env`` and ``agent`` are ``uint32`` indices on both backends (unsigned
+  indices spare the GPU Numba's negative-index wrap-around on every access): arithmetic with an
+  integer literal gives ``int64``, but the difference of two indices wraps around below zero, so
+  convert with ``np.int64(agent)`` before subtracting another index.
 
 The framework compiles these once for the CPU (``numba.njit(parallel=True)``, environments in
-parallel, agents and phases in order) and once for CUDA (one thread per agent, environments in
-blocks, ``cuda.syncthreads()`` between phases). The functions must not keep state of their own.
+parallel, agents and stages in order) and once for CUDA (one thread per agent; a barrier between
+stages, which is ``cuda.syncthreads()`` when an environment fits one block and a kernel boundary
+when it spans several). The order of a reset and of a step is written once, in
+:mod:`warpsci.backends.stages`. The functions must not keep state of their own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +77,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 from numba import njit
+
+#: Name of the one group of a single-group environment declared through ``observation_space``.
+SINGLE_GROUP = "agent"
 
 
 def agent_function(function: Callable) -> Callable:
@@ -75,6 +115,57 @@ class StateField:
 
 
 @dataclasses.dataclass(frozen=True)
+class AgentGroup:
+    """Agents that share an observation space, an action space and (when trained) a policy.
+
+    Attributes:
+        name: Group name (``"tagger"``); agents are named ``f"{name}_{k}"`` in the PettingZoo adapter.
+        agents: Agent indices in increasing order, not necessarily contiguous.
+        observation_space: One agent's observation (a 1-D ``Box`` when there are several groups).
+        action_space: One agent's action: ``Discrete``, 1-D ``MultiDiscrete`` or 1-D ``Box``.
+    """
+
+    name: str
+    agents: tuple[int, ...]
+    observation_space: gymnasium.spaces.Box
+    action_space: gymnasium.Space
+
+    def __post_init__(self) -> None:
+        agents = tuple(int(agent) for agent in self.agents)
+        object.__setattr__(self, "agents", agents)
+        if not agents:
+            raise ValueError(f"group {self.name!r} has no agents")
+        if any(b <= a for a, b in zip(agents, agents[1:], strict=False)) or agents[0] < 0:
+            raise ValueError(f"group {self.name!r}: agents must be increasing non-negative indices")
+
+    @property
+    def size(self) -> int:
+        """Number of agents in the group."""
+        return len(self.agents)
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether the agents are ``first, first + 1, ...`` (their rows are then a view)."""
+        return self.agents[-1] - self.agents[0] + 1 == len(self.agents)
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentStage:
+    """A stage of the step run by every agent still in the game:
+    ``function(state, params, actions, env, agent, key) -> reward`` (added to the agent's reward)."""
+
+    function: Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvironmentStage:
+    """A stage of the step run once per environment, after every agent finished the previous stage:
+    ``function(state, params, actions, rewards, env, key) -> None``."""
+
+    function: Callable
+
+
+@dataclasses.dataclass(frozen=True)
 class EnvironmentDefinition:
     """Everything warpsci needs to build, compile and run an environment.
 
@@ -82,13 +173,24 @@ class EnvironmentDefinition:
         name: Registered id, e.g. ``"CartPole-v1"``.
         params_type: The frozen params dataclass; its defaults are the environment's defaults.
         state_fields: Layout of the state arrays.
-        reset_agent, step_agent, observe_agent, is_terminal: Compiled functions (see module doc).
-        observation_space: ``params -> gymnasium.spaces.Box``, the space of one agent's observation.
-        action_space: ``params -> gymnasium.Space``, the space of one agent's action
-            (``Discrete``, ``MultiDiscrete`` or ``Box``).
-        num_agents: ``params -> int``; default one agent.
+        reset_agent, observe_agent, is_terminal: Compiled functions (see module doc).
         max_episode_steps: ``params -> int``, the time limit after which an episode is truncated.
-        num_step_phases: Number of phases of a step; agents synchronise between phases. Default 1.
+        step_agent: Per-agent step with a ``phase`` argument (see module doc); give this or
+            ``step_stages``.
+        step_stages: The step as :class:`AgentStage` and :class:`EnvironmentStage` in order.
+        observation_space: ``params -> gymnasium.spaces.Box``, one agent's observation, for
+            environments of one group (give this or ``groups``).
+        action_space: ``params -> gymnasium.Space``, one agent's action, for one group.
+        groups: ``params -> tuple[AgentGroup, ...]``, for environments of several groups. Every
+            agent belongs to exactly one group.
+        num_agents: ``params -> int`` for one group; default one agent. With ``groups`` the number
+            of agents is the groups' total.
+        num_step_phases: Phases of ``step_agent``; agents synchronise between phases. Default 1.
+        reset_environment, is_agent_done, action_mask: Optional compiled functions (module doc).
+        kernel_params: ``params -> dict`` of the values the kernels see by name (numbers, bools,
+            arrays); default every field of the params. Lets an environment fill in defaults or
+            derive tables from the params on the host.
+        replica_params: Kernel params given per environment replica (read as ``params.name[env]``).
         reference: Where the dynamics come from (for documentation).
         params_float_dtype: Precision in which float params reach the kernels: ``np.float32``
             (default, the precision of most state) or ``np.float64`` for dynamics so sensitive that a
@@ -99,14 +201,21 @@ class EnvironmentDefinition:
     params_type: type
     state_fields: tuple[StateField, ...]
     reset_agent: Callable
-    step_agent: Callable
     observe_agent: Callable
     is_terminal: Callable
-    observation_space: Callable[[Any], gymnasium.spaces.Box]
-    action_space: Callable[[Any], gymnasium.Space]
     max_episode_steps: Callable[[Any], int]
-    num_agents: Callable[[Any], int] = lambda params: 1
+    step_agent: Callable | None = None
+    step_stages: tuple[AgentStage | EnvironmentStage, ...] = ()
+    observation_space: Callable[[Any], gymnasium.spaces.Box] | None = None
+    action_space: Callable[[Any], gymnasium.Space] | None = None
+    groups: Callable[[Any], tuple[AgentGroup, ...]] | None = None
+    num_agents: Callable[[Any], int] | None = None
     num_step_phases: int = 1
+    reset_environment: Callable | None = None
+    is_agent_done: Callable | None = None
+    action_mask: Callable | None = None
+    kernel_params: Callable[[Any], dict[str, Any]] | None = None
+    replica_params: tuple[str, ...] = ()
     reference: str = ""
     params_float_dtype: Any = np.float32
 
@@ -122,6 +231,18 @@ class EnvironmentDefinition:
             )
         if self.num_step_phases < 1:
             raise ValueError(f"num_step_phases must be >= 1, got {self.num_step_phases}")
+        if (self.step_agent is None) == (not self.step_stages):
+            raise ValueError(f"{self.name}: give exactly one of step_agent and step_stages")
+        for stage in self.step_stages:
+            if not isinstance(stage, (AgentStage, EnvironmentStage)):
+                raise TypeError(
+                    f"{self.name}: step_stages must be AgentStage or EnvironmentStage, got {stage!r}"
+                )
+        single = self.observation_space is not None and self.action_space is not None
+        if single == (self.groups is not None):
+            raise ValueError(f"{self.name}: give observation_space and action_space, or groups")
+        if self.groups is not None and self.num_agents is not None:
+            raise ValueError(f"{self.name}: with groups, the number of agents is the groups' total")
 
     @property
     def state_type(self) -> type:
@@ -132,27 +253,127 @@ class EnvironmentDefinition:
         """The params dataclass with its default values."""
         return self.params_type()
 
+    def stages(self) -> tuple[AgentStage | EnvironmentStage, ...]:
+        """The step's stages: ``step_stages``, or one agent stage per phase of ``step_agent``."""
+        if self.step_stages:
+            return tuple(self.step_stages)
+        return tuple(AgentStage(_phase_of(self.step_agent, phase)) for phase in range(self.num_step_phases))
 
-def params_to_tuple(params: Any, float_dtype: Any = np.float32) -> tuple:
-    """Turn a params dataclass into a namedtuple of numpy scalars that kernels can take.
+    def agent_groups(self, params: Any) -> tuple[AgentGroup, ...]:
+        """The groups for ``params``, checked: every agent in exactly one group, names unique."""
+        if self.groups is None:
+            count = 1 if self.num_agents is None else int(self.num_agents(params))
+            if count < 1:
+                raise ValueError(f"{self.name}: num_agents must be >= 1, got {count}")
+            return (
+                AgentGroup(
+                    SINGLE_GROUP,
+                    tuple(range(count)),
+                    self.observation_space(params),
+                    self.action_space(params),
+                ),
+            )
+        groups = tuple(self.groups(params))
+        names = [group.name for group in groups]
+        if not groups or len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: group names must be unique and at least one, got {names}")
+        members = sorted(agent for group in groups for agent in group.agents)
+        if members != list(range(len(members))):
+            raise ValueError(f"{self.name}: every agent 0..N-1 must belong to exactly one group")
+        for group in groups:
+            space = group.observation_space
+            if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
+                raise TypeError(f"{self.name}: group {group.name!r} needs a 1-D Box observation space")
+        return groups
 
-    Floats become ``float_dtype`` (default ``float32``, the precision of most state arrays), ints
-    ``int64``, bools ``bool_``.
-    """
-    fields = dataclasses.fields(params)
-    values = []
-    for field in fields:
-        value = getattr(params, field.name)
-        if isinstance(value, (bool, np.bool_)):
-            values.append(np.bool_(value))
-        elif isinstance(value, (int, np.integer)):
-            values.append(np.int64(value))
-        elif isinstance(value, (float, np.floating)):
-            values.append(np.dtype(float_dtype).type(value))
+    def count_agents(self, params: Any) -> int:
+        """Agents per environment for ``params``."""
+        return sum(group.size for group in self.agent_groups(params))
+
+
+def _phase_of(step_agent: Callable, phase: int) -> Callable:
+    """``step_agent`` with its phase fixed: an agent stage function."""
+
+    @njit
+    def stage(state, params, actions, env, agent, key):
+        return step_agent(state, params, actions, env, agent, phase, key)
+
+    return stage
+
+
+def kernel_param_values(definition: EnvironmentDefinition, params: Any, num_envs: int) -> dict[str, Any]:
+    """The values the kernels see, by name, checked: numbers and bools as they are, arrays as
+    contiguous NumPy arrays, replica params as ``(num_envs,)`` arrays."""
+    if definition.kernel_params is not None:
+        values = dict(definition.kernel_params(params))
+    else:
+        values = {field.name: getattr(params, field.name) for field in dataclasses.fields(params)}
+    for name in definition.replica_params:
+        if name not in values:
+            raise ValueError(f"{definition.name}: replica param {name!r} is not a kernel param")
+        value = values[name]
+        if np.ndim(value) == 0:
+            values[name] = np.full(num_envs, value)
         else:
-            raise TypeError(f"params field {field.name!r} must be a number or a bool, got {value!r}")
-    tuple_type = _params_tuple_type(type(params).__name__, tuple(f.name for f in fields))
-    return tuple_type(*values)
+            array = np.asarray(value)
+            if array.shape[:1] != (num_envs,):
+                raise ValueError(
+                    f"{definition.name}: param {name!r} holds one value per environment; "
+                    f"got shape {array.shape} for num_envs={num_envs} (give a scalar or {num_envs} values)"
+                )
+            values[name] = array
+    return values
+
+
+def params_to_tuple(
+    params: Any, float_dtype: Any = np.float32, values: dict[str, Any] | None = None
+) -> tuple:
+    """Turn params into a namedtuple that kernels can take: floats become ``float_dtype`` (default
+    ``float32``), ints ``int64``, bools ``bool_``, and arrays contiguous NumPy arrays (float arrays
+    in ``float_dtype``, integer arrays ``int32`` or ``int64`` as given, bools as ``bool_``).
+
+    ``values`` (name -> value) replaces the params' own fields, as ``kernel_param_values`` gives.
+    """
+    if values is None:
+        values = {field.name: getattr(params, field.name) for field in dataclasses.fields(params)}
+    converted = [_kernel_value(name, value, float_dtype) for name, value in values.items()]
+    tuple_type = _params_tuple_type(type(params).__name__, tuple(values))
+    return tuple_type(*converted)
+
+
+def _kernel_value(name: str, value: Any, float_dtype: Any) -> Any:
+    if isinstance(value, (bool, np.bool_)):
+        return np.bool_(value)
+    if isinstance(value, (int, np.integer)):
+        return np.int64(value)
+    if isinstance(value, (float, np.floating)):
+        return np.dtype(float_dtype).type(value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        array = np.asarray(value)
+        if array.dtype == np.bool_:
+            return np.ascontiguousarray(array)
+        if np.issubdtype(array.dtype, np.integer):
+            wide = array.dtype.itemsize > 4 and array.size and np.abs(array).max() >= 2**31
+            return np.ascontiguousarray(array, dtype=np.int64 if wide else np.int32)
+        if np.issubdtype(array.dtype, np.floating):
+            return np.ascontiguousarray(array, dtype=float_dtype)
+    raise TypeError(f"params field {name!r} must be a number, a bool or an array of numbers, got {value!r}")
+
+
+def flat_size(space: gymnasium.Space) -> int:
+    """Number of entries of one agent's observation (a Box) or action (components)."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return 1
+    return int(math.prod(space.shape))
+
+
+def mask_size(space: gymnasium.Space) -> int:
+    """Entries of one agent's action mask: ``n`` (Discrete), ``sum(nvec)`` (MultiDiscrete), 0 (Box)."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    return 0
 
 
 _TUPLE_TYPES: dict[tuple[str, tuple[str, ...]], type] = {}

@@ -9,8 +9,10 @@ the plain constants they close over, and the versions of Python, NumPy, Numba an
 Editing any of those files compiles afresh. Kernels that reach a function without a source file
 (typed at an interactive prompt) are compiled in memory, as without a cache.
 
-The files live where Numba puts its cache: ``__pycache__`` beside the source, or ``NUMBA_CACHE_DIR``.
-Set ``WARPSCI_KERNEL_CACHE=0`` to compile in memory only.
+The files live in a user cache folder, never inside an installed package: ``WARPSCI_CACHE_DIR``,
+else ``NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/warpsci/kernels`` (``~/.cache/warpsci/kernels``), one
+sub-folder per source folder. Set ``WARPSCI_KERNEL_CACHE=0`` to compile in memory only. Data never
+enters a key: array params reach kernels as arguments, so their values are not compiled in.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ import os
 import sys
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numba
 import numpy as np
-from numba.core.caching import FunctionCache
+from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 _PLAIN_CONSTANTS = (bool, int, float, str, type(None), np.number, np.bool_)
 
@@ -34,6 +37,30 @@ _PLAIN_CONSTANTS = (bool, int, float, str, type(None), np.number, np.bool_)
 def caching_enabled() -> bool:
     """False when the environment variable ``WARPSCI_KERNEL_CACHE`` is ``0``."""
     return os.environ.get("WARPSCI_KERNEL_CACHE", "1") != "0"
+
+
+def kernel_cache_dir() -> Path:
+    """Where compiled kernels are kept (see the module docstring)."""
+    for variable in ("WARPSCI_CACHE_DIR", "NUMBA_CACHE_DIR"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "warpsci" / "kernels"
+
+
+def _relocate(cache: Any, py_func: Callable) -> None:
+    """Point a Numba cache object at :func:`kernel_cache_dir` instead of ``__pycache__``."""
+    source_folder = os.path.dirname(os.path.abspath(inspect.getsourcefile(py_func) or ""))
+    label = os.path.basename(source_folder) or "root"
+    digest = hashlib.sha256(source_folder.encode()).hexdigest()[:12]
+    path = kernel_cache_dir() / f"{label}-{digest}"
+    path.mkdir(parents=True, exist_ok=True)
+    cache._cache_path = str(path)
+    cache._cache_file = IndexDataCacheFile(
+        cache_path=str(path),
+        filename_base=cache._impl.filename_base,
+        source_stamp=cache._impl.locator.get_source_stamp(),
+    )
 
 
 def source_fingerprint(function: Callable) -> str | None:
@@ -126,6 +153,7 @@ class _SourceKeyedFunctionCache(FunctionCache):
     def __init__(self, py_func: Callable, fingerprint: str) -> None:
         self._fingerprint = fingerprint
         super().__init__(py_func)
+        _relocate(self, py_func)
 
     def _index_key(self, sig: Any, codegen: Any) -> tuple:
         return (describe_signature(sig), codegen.magic_tuple(), self._fingerprint)
@@ -141,6 +169,7 @@ def _source_keyed_cuda_cache_class() -> type:
         def __init__(self, py_func: Callable, fingerprint: str) -> None:
             self._fingerprint = fingerprint
             super().__init__(py_func)
+            _relocate(self, py_func)
 
         def _index_key(self, sig: Any, codegen: Any) -> tuple:
             key = (describe_signature(sig), codegen.magic_tuple(), self._fingerprint)

@@ -51,7 +51,9 @@ def make(
     params: Any | None = None,
     **options: Any,
 ) -> WarpVectorEnv:
-    """Build ``num_envs`` copies of a registered environment on ``device``.
+    """Build ``num_envs`` copies of a registered environment on ``device``: a Gymnasium
+    :class:`~warpsci.vector_env.WarpVectorEnv` for an environment of one group, a
+    :class:`~warpsci.multi_agent_env.MultiAgentVectorEnv` (tensors per group) for several.
 
     Args:
         env_id: A registered id such as ``"CartPole-v1"``.
@@ -65,7 +67,16 @@ def make(
     definition = get_definition(env_id)
     if isinstance(params, dict):
         params = dataclass_replace(definition.default_params(), **params)
-    return WarpVectorEnv(definition, num_envs=num_envs, device=device, seed=seed, params=params, **options)
+    environment_class = WarpVectorEnv
+    resolved = params if params is not None else definition.default_params()
+    # Params of the wrong type are left for the vector environment to refuse with a clear message.
+    if isinstance(resolved, definition.params_type):
+        from warpsci.multi_agent_env import vector_env_class
+
+        environment_class = vector_env_class(definition.agent_groups(resolved))
+    return environment_class(
+        definition, num_envs=num_envs, device=device, seed=seed, params=params, **options
+    )
 
 
 def _gymnasium_vector_entry_point(name: str):

@@ -67,6 +67,12 @@ class OnPolicyTrainer:
             copy=False,
             check_actions=False,
         )
+        if len(self.env.groups) > 1:
+            raise ValueError(
+                f"{config.env_id} has agent groups {[g.name for g in self.env.groups]}; "
+                f"{type(self).__name__} trains environments of one agent (training several groups "
+                "is not available yet: use warpsci.make or warpsci.parallel_env to run them)"
+            )
         if self.env.num_agents != 1:
             raise ValueError(
                 f"{config.env_id} has {self.env.num_agents} agents; {type(self).__name__} trains one"

@@ -20,7 +20,13 @@ from gymnasium.vector.utils import batch_space
 
 from warpsci.backends.buffers import EnvBuffers
 from warpsci.backends.torch_interop import current_numba_stream, numba_view
-from warpsci.environment import EnvironmentDefinition, params_to_tuple
+from warpsci.environment import (
+    EnvironmentDefinition,
+    flat_size,
+    kernel_param_values,
+    mask_size,
+    params_to_tuple,
+)
 
 _NUMPY_TO_TORCH = {
     np.dtype(np.float32): torch.float32,
@@ -130,27 +136,43 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         self.device = resolve_device(device)
         self.copy = copy
         self.check_actions = check_actions
-        self.num_agents = int(definition.num_agents(self.params))
+        self.groups = definition.agent_groups(self.params)
+        self.num_agents = sum(group.size for group in self.groups)
         self.max_episode_steps = int(definition.max_episode_steps(self.params))
-        self._params_tuple = params_to_tuple(self.params, definition.params_float_dtype)
         self._next_seed = _seed_to_int(0 if seed is None else seed)
         self._seed = self._next_seed
 
-        agent_observation_space = definition.observation_space(self.params)
-        agent_action_space = definition.action_space(self.params)
+        if len(self.groups) == 1:
+            agent_observation_space = self.groups[0].observation_space
+            agent_action_space = self.groups[0].action_space
+        elif type(self) is WarpVectorEnv:
+            raise TypeError(
+                f"{definition.name} has agent groups {[g.name for g in self.groups]}: use "
+                "warpsci.make, or warpsci.multi_agent_env.MultiAgentVectorEnv (tensors per group)"
+            )
+        else:
+            agent_observation_space = agent_action_space = None
         self._agent_action_space = agent_action_space
-        self.single_observation_space = _with_agents(agent_observation_space, self.num_agents)
-        self.single_action_space = _with_agents(agent_action_space, self.num_agents)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._set_spaces(agent_observation_space, agent_action_space)
 
-        self._allocate(agent_observation_space, agent_action_space)
+        self._allocate()
+        self._place_params()
         self._build_backend(threads_per_block)
         self._has_reset = False
 
+    def _set_spaces(
+        self, observation_space: gymnasium.Space | None, action_space: gymnasium.Space | None
+    ) -> None:
+        """Gymnasium's spaces of one environment and of the batch (one group: the group's spaces
+        with an agent axis when it has several agents)."""
+        self.single_observation_space = _with_agents(observation_space, self.num_agents)
+        self.single_action_space = _with_agents(action_space, self.num_agents)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+
     # ----------------------------------------------------------------------------- set-up
 
-    def _allocate(self, observation_space: gymnasium.Space, action_space: gymnasium.Space) -> None:
+    def _allocate(self) -> None:
         n, a = self.num_envs, self.num_agents
 
         def zeros(shape, dtype) -> torch.Tensor:
@@ -160,8 +182,12 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             field.name: zeros(field.full_shape(n, a), _NUMPY_TO_TORCH[np.dtype(field.dtype)])
             for field in self.definition.state_fields
         }
-        obs_shape = (n, a) + tuple(observation_space.shape)
-        action_shape, action_dtype = _action_layout(action_space)
+        if len(self.groups) == 1:
+            obs_shape = (n, a) + tuple(self.groups[0].observation_space.shape)
+        else:
+            obs_shape = (n, a, max(flat_size(group.observation_space) for group in self.groups))
+        action_shape, action_dtype = _action_layout([group.action_space for group in self.groups])
+        self.action_mask_width = max(mask_size(group.action_space) for group in self.groups)
         self.buffers = EnvBuffers(
             obs=zeros(obs_shape, torch.float32),
             final_obs=zeros(obs_shape, torch.float32),
@@ -174,7 +200,27 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             episode_return=zeros((n, a), torch.float32),
             final_return=zeros((n, a), torch.float32),
             final_length=zeros((n,), torch.int32),
+            active=zeros((n, a), torch.bool),
+            agent_terminated=zeros((n, a), torch.bool),
+            action_mask=torch.ones(
+                (n, a, max(1, self.action_mask_width)), dtype=torch.bool, device=self.device
+            ),
         )
+
+    def _place_params(self) -> None:
+        """The kernel params: numbers as they are, arrays placed on the device once (the tensors are
+        kept in ``param_tensors`` so that the kernels' views stay valid)."""
+        values = kernel_param_values(self.definition, self.params, self.num_envs)
+        host = params_to_tuple(self.params, self.definition.params_float_dtype, values)
+        self.param_tensors: dict[str, torch.Tensor] = {}
+        placed = []
+        for name, value in zip(host._fields, host, strict=True):
+            if isinstance(value, np.ndarray):
+                tensor = torch.from_numpy(value).to(self.device)
+                self.param_tensors[name] = tensor
+                value = numba_view(tensor)
+            placed.append(value)
+        self._params_tuple = type(host)(*placed)
 
     def _build_backend(self, threads_per_block: int | None) -> None:
         state_type = self.definition.state_type
@@ -183,14 +229,11 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
 
             self._kernels = CpuKernels(self.definition)
         else:
-            from warpsci.backends.cuda import DEFAULT_THREADS_PER_BLOCK, CudaKernels
+            from warpsci.backends.cuda import CudaKernels
 
             with torch.cuda.device(self.device):
                 self._kernels = CudaKernels(
-                    self.definition,
-                    self.num_envs,
-                    self.num_agents,
-                    threads_per_block or DEFAULT_THREADS_PER_BLOCK,
+                    self.definition, self.num_envs, self.num_agents, threads_per_block
                 )
         self._random_rollout_arrays: tuple[tuple[torch.Tensor, ...], list[Any]] | None = None
         self._state_view = state_type(
@@ -296,9 +339,10 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
             raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
         if self._random_rollout_arrays is None:
-            from warpsci.backends.kernel_parts import random_action_bounds
+            from warpsci.backends.stages import agent_action_bounds
 
-            low, high = random_action_bounds(self._agent_action_space)
+            width = 1 if self.buffers.actions.dim() == 2 else self.buffers.actions.shape[2]
+            low, high = agent_action_bounds(self.groups, self.num_agents, width)
             tensors = (
                 torch.from_numpy(low).to(self.device),
                 torch.from_numpy(high).to(self.device),
@@ -355,15 +399,24 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
 
     def _write_actions(self, actions: torch.Tensor | np.ndarray) -> None:
         target = self.actions_buffer
+        detail = f"num_envs={self.num_envs}" + (
+            f", num_agents={self.num_agents}" if self.num_agents > 1 else ""
+        )
+        actions = self._checked_actions(actions, target, self._agent_action_space, detail)
+        target.copy_(actions)
+
+    def _checked_actions(
+        self, actions: Any, target: torch.Tensor, space: gymnasium.Space, detail: str
+    ) -> torch.Tensor:
+        """``actions`` as a tensor that fits ``target``, checked against ``space`` when
+        ``check_actions`` is on; ``detail`` explains the expected shape in error messages."""
         if isinstance(actions, np.ndarray):
             actions = torch.from_numpy(actions)
         if not isinstance(actions, torch.Tensor):
             raise TypeError(f"actions must be a torch.Tensor or numpy array, got {type(actions).__name__}")
         if tuple(actions.shape) != tuple(target.shape):
             raise ValueError(
-                f"actions must have shape {tuple(target.shape)} (num_envs={self.num_envs}"
-                f"{', num_agents=' + str(self.num_agents) if self.num_agents > 1 else ''}), "
-                f"got {tuple(actions.shape)}"
+                f"actions must have shape {tuple(target.shape)} ({detail}), got {tuple(actions.shape)}"
             )
         discrete = not target.dtype.is_floating_point
         if discrete and (
@@ -382,44 +435,54 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         if actions.device != self.device and "cpu" not in (actions.device.type, self.device.type):
             raise ValueError(f"actions are on {actions.device}, the environment on {self.device}")
         if self.check_actions:
-            self._check_action_range(actions)
-        target.copy_(actions)
-
-    def _check_action_range(self, actions: torch.Tensor) -> None:
-        space = self._agent_action_space
-        if isinstance(space, gymnasium.spaces.Discrete):
-            low, high = int(space.start), int(space.start + space.n - 1)
-            bad = (actions < low) | (actions > high)
-            if bool(bad.any()):
-                value = actions[bad].flatten()[0].item()
-                raise ValueError(
-                    f"action {value} is outside the action space {space} (accepted: {low}..{high})"
-                )
-        elif isinstance(space, gymnasium.spaces.MultiDiscrete):
-            nvec = torch.as_tensor(space.nvec, device=actions.device)
-            bad = (actions < 0) | (actions >= nvec)
-            if bool(bad.any()):
-                raise ValueError(f"an action lies outside the action space {space}")
-        elif isinstance(space, gymnasium.spaces.Box):
-            if bool(torch.isnan(actions).any()):
-                raise ValueError("actions contain NaN")
+            check_action_range(actions, space)
+        return actions
 
 
-def _action_layout(space: gymnasium.Space) -> tuple[tuple[int, ...], torch.dtype]:
+def check_action_range(actions: torch.Tensor, space: gymnasium.Space) -> None:
+    """Raise ValueError naming the first action outside ``space`` (NaN for Box spaces)."""
     if isinstance(space, gymnasium.spaces.Discrete):
-        if space.start != 0:
+        low, high = int(space.start), int(space.start + space.n - 1)
+        bad = (actions < low) | (actions > high)
+        if bool(bad.any()):
+            value = actions[bad].flatten()[0].item()
+            raise ValueError(f"action {value} is outside the action space {space} (accepted: {low}..{high})")
+    elif isinstance(space, gymnasium.spaces.MultiDiscrete):
+        nvec = torch.as_tensor(space.nvec, device=actions.device)
+        bad = (actions < 0) | (actions >= nvec)
+        if bool(bad.any()):
+            raise ValueError(f"an action lies outside the action space {space}")
+    elif isinstance(space, gymnasium.spaces.Box):
+        if bool(torch.isnan(actions).any()):
+            raise ValueError("actions contain NaN")
+
+
+def _action_layout(spaces: list[gymnasium.Space]) -> tuple[tuple[int, ...], torch.dtype]:
+    """Trailing shape and dtype of the action array: ``()`` int32 when every space is Discrete,
+    else ``(width,)`` with the most components (int32 for MultiDiscrete, float32 for Box)."""
+    for space in spaces:
+        if not isinstance(
+            space, (gymnasium.spaces.Discrete, gymnasium.spaces.MultiDiscrete, gymnasium.spaces.Box)
+        ):
+            raise TypeError(f"unsupported action space {space!r}: use Discrete, MultiDiscrete or Box")
+        if isinstance(space, gymnasium.spaces.Discrete) and space.start != 0:
             raise ValueError(f"Discrete action spaces must start at 0, got start={space.start}")
+    if len(spaces) == 1 and not isinstance(spaces[0], gymnasium.spaces.Discrete):
+        return tuple(spaces[0].shape), torch.int32 if isinstance(
+            spaces[0], gymnasium.spaces.MultiDiscrete
+        ) else torch.float32
+    if all(isinstance(space, gymnasium.spaces.Discrete) for space in spaces):
         return (), torch.int32
-    if isinstance(space, gymnasium.spaces.MultiDiscrete):
-        return tuple(space.shape), torch.int32
-    if isinstance(space, gymnasium.spaces.Box):
-        return tuple(space.shape), torch.float32
-    raise TypeError(f"unsupported action space {space!r}: use Discrete, MultiDiscrete or Box")
+    boxes = [isinstance(space, gymnasium.spaces.Box) for space in spaces]
+    if any(boxes) and not all(boxes):
+        raise TypeError("groups must all have continuous (Box) or all discrete action spaces")
+    width = max(flat_size(space) for space in spaces)
+    return (width,), torch.float32 if all(boxes) else torch.int32
 
 
-def _with_agents(space: gymnasium.Space, num_agents: int) -> gymnasium.Space:
+def _with_agents(space: gymnasium.Space | None, num_agents: int) -> gymnasium.Space | None:
     """The space of one environment: the agent's space, or ``num_agents`` of them stacked."""
-    if num_agents == 1:
+    if space is None or num_agents == 1:
         return space
     return batch_space(space, num_agents)
 

@@ -1,6 +1,6 @@
 """Compilers that turn an :class:`~warpsci.environment.EnvironmentDefinition` into runnable kernels.
 
-:mod:`.kernel_parts` holds the per-agent pieces shared by both backends; :mod:`.cpu` runs them in a
+:mod:`.stages` holds the order of a reset and a step, written once; :mod:`.cpu` walks it in a
 ``numba.njit(parallel=True)`` loop over environments and :mod:`.cuda` in CUDA threads.
 """
 

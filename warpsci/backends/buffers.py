@@ -11,7 +11,7 @@ EnvBuffers = namedtuple(
     [
         "obs",  # (num_envs, num_agents, *obs_shape) float32: observation after the step (post reset)
         "final_obs",  # same shape: observation that ended the episode, where one ended
-        "actions",  # (num_envs, num_agents[, action_dim]): actions applied by the next step
+        "actions",  # (num_envs, num_agents[, action_width]): actions applied by the next step
         "rewards",  # (num_envs, num_agents) float32
         "terminated",  # (num_envs,) bool
         "truncated",  # (num_envs,) bool
@@ -20,5 +20,8 @@ EnvBuffers = namedtuple(
         "episode_return",  # (num_envs, num_agents) float32: return of the running episode
         "final_return",  # (num_envs, num_agents) float32: return of the episode that just ended
         "final_length",  # (num_envs,) int32: length of the episode that just ended
+        "active",  # (num_envs, num_agents) bool: the agent is in the game (acts at the next step)
+        "agent_terminated",  # (num_envs, num_agents) bool: the agent's game ended with this step
+        "action_mask",  # (num_envs, num_agents, mask_width) bool: allowed actions (width 1 if unused)
     ],
 )

@@ -1,7 +1,8 @@
-"""CPU backend: a ``numba.njit(parallel=True)`` loop over environments; agents and phases in order.
+"""CPU backend: a ``numba.njit(parallel=True)`` loop over environments; agents and stages in order.
 
-Environment and agent indices are ``uint32``, as on the CUDA backend, so that environment code
-compiles to the same arithmetic on both.
+Each environment walks the stage lists of :mod:`warpsci.backends.stages` with one thread doing every
+agent (no barriers needed). Environment and agent indices are ``uint32``, as on the CUDA backend, so
+that environment code compiles to the same arithmetic on both.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import functools
 from typing import Any
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
-from warpsci.backends.kernel_parts import make_kernel_parts
+from warpsci.backends.stages import agent_keys, make_kernel_stages, sequence
 from warpsci.environment import EnvironmentDefinition
 from warpsci.kernel_cache import cached_njit
 
@@ -25,11 +26,11 @@ class CpuKernels:
 
     def reset(self, state: Any, params: Any, buffers: Any, seed: int) -> None:
         """Reset every environment with ``seed`` and write the first observations."""
-        self._reset_all(state, params, buffers, seed)
+        self._reset_all(state, params, buffers, (np.int64(seed),))
 
     def step(self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int) -> None:
         """Apply ``buffers.actions`` to every environment, autoresetting those that finish."""
-        self._step_all(state, params, buffers, seed, max_episode_steps)
+        self._step_all(state, params, buffers, (np.int64(seed), np.int64(max_episode_steps)))
 
     def random_steps(
         self,
@@ -45,91 +46,61 @@ class CpuKernels:
         """``num_steps`` steps with uniform random actions drawn in the loop; ``tallies`` (episode
         count per environment, return sum per agent) accumulate the episodes that end."""
         self._random_steps_all(
-            state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies
+            state,
+            params,
+            buffers,
+            np.int64(seed),
+            np.int64(max_episode_steps),
+            action_bounds,
+            tallies,
+            num_steps,
         )
+
+
+@njit
+def _no_barrier():
+    pass
 
 
 @functools.cache
 def _compile(definition: EnvironmentDefinition):
-    parts = make_kernel_parts(definition)
-    step_key_base = parts.step_key_base
-    agent_phase = parts.agent_phase
-    finish_environment = parts.finish_environment
-    close_episode = parts.close_episode
-    reset_finished_agent = parts.reset_finished_agent
-    reset_agent_fresh = parts.reset_agent_fresh
-    observe = parts.observe
-    action_key_base = parts.action_key_base
-    random_action = parts.random_action
-    tally_episode = parts.tally_episode
-    num_phases = parts.num_step_phases
+    stages = make_kernel_stages(definition)
+    reset_sequence = sequence(stages.reset, njit, _no_barrier)
+    step_sequence = sequence(stages.step, njit, _no_barrier)
+    random_step_sequence = sequence(stages.random_step, njit, _no_barrier)
+    observe_sequence = sequence(stages.observe, njit, _no_barrier)
 
     @cached_njit(parallel=True)
-    def reset_all(state, params, buffers, seed):
+    def reset_all(state, params, buffers, run):
         num_envs, num_agents = buffers.rewards.shape
         for env_index in prange(num_envs):
             env = np.uint32(env_index)
-            for agent_index in range(num_agents):
-                agent = np.uint32(agent_index)
-                reset_agent_fresh(state, params, buffers, seed, env, agent)
-            for agent_index in range(num_agents):
-                agent = np.uint32(agent_index)
-                observe(state, params, buffers, env, agent)
+            keys = agent_keys(run[0], env, np.uint32(0))
+            reset_sequence(
+                state, params, buffers, run, env, True, np.uint32(0), np.uint32(1), num_agents, keys
+            )
 
     @cached_njit(parallel=True)
-    def step_all(state, params, buffers, seed, max_episode_steps):
+    def step_all(state, params, buffers, run):
         num_envs, num_agents = buffers.rewards.shape
         for env_index in prange(num_envs):
             env = np.uint32(env_index)
-            for phase in range(num_phases):
-                for agent_index in range(num_agents):
-                    agent = np.uint32(agent_index)
-                    key_base = step_key_base(seed, env, agent)
-                    agent_phase(state, params, buffers, key_base, env, agent, phase)
-            finish_environment(state, params, buffers, max_episode_steps, env)
-            for agent_index in range(num_agents):
-                agent = np.uint32(agent_index)
-                close_episode(state, params, buffers, env, agent)
-            for agent_index in range(num_agents):
-                agent = np.uint32(agent_index)
-                reset_finished_agent(state, params, buffers, seed, env, agent)
-            for agent_index in range(num_agents):
-                agent = np.uint32(agent_index)
-                observe(state, params, buffers, env, agent)
+            keys = agent_keys(run[0], env, np.uint32(0))
+            step_sequence(
+                state, params, buffers, run, env, True, np.uint32(0), np.uint32(1), num_agents, keys
+            )
 
     @cached_njit(parallel=True)
-    def random_steps_all(state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies):
+    def random_steps_all(state, params, buffers, seed, max_episode_steps, action_bounds, tallies, num_steps):
         num_envs, num_agents = buffers.rewards.shape
         for env_index in prange(num_envs):
+            # Built inside the loop: a parallel loop cannot take a tuple that nests arrays in tuples.
+            run = (seed, max_episode_steps, action_bounds, tallies)
             env = np.uint32(env_index)
-            first_action_base = action_key_base(seed, env, np.uint32(0))
-            first_step_base = step_key_base(seed, env, np.uint32(0))
+            keys = agent_keys(run[0], env, np.uint32(0))
+            first, stride = np.uint32(0), np.uint32(1)
             for _ in range(num_steps):
-                for agent_index in range(num_agents):
-                    agent = np.uint32(agent_index)
-                    if agent == 0:
-                        key_base = first_action_base
-                    else:
-                        key_base = action_key_base(seed, env, agent)
-                    random_action(buffers, key_base, env, agent, action_bounds)
-                for phase in range(num_phases):
-                    for agent_index in range(num_agents):
-                        agent = np.uint32(agent_index)
-                        if agent == 0:
-                            key_base = first_step_base
-                        else:
-                            key_base = step_key_base(seed, env, agent)
-                        agent_phase(state, params, buffers, key_base, env, agent, phase)
-                finish_environment(state, params, buffers, max_episode_steps, env)
-                for agent_index in range(num_agents):
-                    agent = np.uint32(agent_index)
-                    close_episode(state, params, buffers, env, agent)
-                    tally_episode(buffers, env, agent, tallies)
-                for agent_index in range(num_agents):
-                    agent = np.uint32(agent_index)
-                    reset_finished_agent(state, params, buffers, seed, env, agent)
-            for agent_index in range(num_agents):
-                agent = np.uint32(agent_index)
-                observe(state, params, buffers, env, agent)
+                random_step_sequence(state, params, buffers, run, env, True, first, stride, num_agents, keys)
+            observe_sequence(state, params, buffers, run, env, True, first, stride, num_agents, keys)
 
     return reset_all, step_all, random_steps_all

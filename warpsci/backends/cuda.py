@@ -1,11 +1,20 @@
-"""CUDA backend: agents are threads, environments are packed into blocks.
+"""CUDA backend: agents are threads; an environment is one block, or several when it is wider.
 
-A block is ``(agent_threads, envs_per_block)`` threads: ``threadIdx.x`` walks the agents of one
-environment (striding when there are more agents than threads) and ``threadIdx.y`` picks the
-environment within the block. A single-agent environment therefore gets one thread per environment,
-32 environments to a warp, instead of wasting 31 of 32 lanes. Where agents read each other's results
-(between phases, before a reset, before observing), ``cuda.syncthreads()`` separates the pieces;
-single-agent kernels are compiled without barriers.
+**One block per environment** (the agents fit one block): a block is ``(agent_threads,
+envs_per_block)`` threads, ``threadIdx.x`` walks the agents of one environment and ``threadIdx.y``
+picks the environment within the block. A single-agent environment therefore gets one thread per
+environment, 32 environments to a warp. The whole reset or step is one kernel that walks the stage
+list of :mod:`warpsci.backends.stages` with ``cuda.syncthreads()`` between stages (compiled out for
+single-agent environments).
+
+**Several blocks per environment** (more than ``MAX_FUSED_AGENTS`` agents, or fewer threads per block
+than agents asked for explicitly): ``cuda.syncthreads()``
+cannot wait for another block, so each stage is its own launch over ``num_envs * blocks_per_env``
+blocks, and the kernel boundary is the environment-wide barrier. Results equal the one-block
+kernels' exactly: every agent computes the same thing, only the barrier differs. A grid-wide
+synchronisation (cooperative launch) would save the launches, but it caps the grid at what is
+resident on the GPU at once and cannot be captured in a CUDA graph with Numba; replayed from a graph
+a launch costs a microsecond or two.
 
 Kernels are launched on a given stream (torch's current stream, by default), so they order with
 torch's work and can be captured in a CUDA graph.
@@ -20,13 +29,28 @@ import numpy as np
 from numba import cuda
 
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
-from warpsci.backends.kernel_parts import make_kernel_parts
+from warpsci.backends.stages import Stage, agent_keys, make_kernel_stages, sequence
 from warpsci.environment import EnvironmentDefinition
 from warpsci.kernel_cache import cached_cuda_jit
 
 #: Default threads per block; see ``benchmarks/`` for the block-size search.
 DEFAULT_THREADS_PER_BLOCK = 128
-_MAX_THREADS_PER_BLOCK = 1024
+#: The most threads a CUDA block can have.
+MAX_THREADS_PER_BLOCK = 1024
+#: The widest default block: a whole reset or step in one kernel needs more registers per thread
+#: than a 1024-thread block can have (on the H100 such a launch fails with "out of resources").
+MAX_FUSED_THREADS = 256
+#: The most agents an environment has in one block by default (16 per thread of 256); wider
+#: environments span several blocks, one launch per stage.
+MAX_FUSED_AGENTS = 16 * MAX_FUSED_THREADS
+
+
+def default_threads_per_block(num_agents: int) -> int:
+    """128, or enough whole warps for every agent of an environment to have a thread of one block,
+    up to :data:`MAX_FUSED_THREADS`; wider environments span several blocks of that size."""
+    if num_agents <= DEFAULT_THREADS_PER_BLOCK:
+        return DEFAULT_THREADS_PER_BLOCK
+    return min(MAX_FUSED_THREADS, 32 * ((num_agents + 31) // 32))
 
 
 class CudaKernels:
@@ -36,7 +60,10 @@ class CudaKernels:
         definition: The environment.
         num_envs: Number of environments.
         num_agents: Agents per environment.
-        threads_per_block: Threads per block (default 128); rounded down to whole environments.
+        threads_per_block: Threads per block; default :func:`default_threads_per_block`, with
+            environments of up to ``MAX_FUSED_AGENTS`` agents in one block (threads take several
+            agents). Given explicitly and smaller than the agent count, environments span several
+            blocks.
     """
 
     def __init__(
@@ -44,29 +71,54 @@ class CudaKernels:
         definition: EnvironmentDefinition,
         num_envs: int,
         num_agents: int,
-        threads_per_block: int = DEFAULT_THREADS_PER_BLOCK,
+        threads_per_block: int | None = None,
     ) -> None:
-        if not 1 <= threads_per_block <= _MAX_THREADS_PER_BLOCK:
+        explicit = threads_per_block is not None
+        if threads_per_block is None:
+            threads_per_block = default_threads_per_block(num_agents)
+        if not 1 <= threads_per_block <= MAX_THREADS_PER_BLOCK:
             raise ValueError(
-                f"threads_per_block must be in [1, {_MAX_THREADS_PER_BLOCK}], got {threads_per_block}"
+                f"threads_per_block must be in [1, {MAX_THREADS_PER_BLOCK}], got {threads_per_block}"
             )
-        self._reset_kernel, self._step_kernel, self._random_steps_kernel = _compile(
-            definition, num_agents > 1
-        )
-        agent_threads = min(num_agents, threads_per_block)
-        envs_per_block = max(1, threads_per_block // agent_threads)
-        self.block = (agent_threads, envs_per_block)
-        self.grid = (num_envs + envs_per_block - 1) // envs_per_block
+        self.num_envs = num_envs
+        # By default an environment of up to MAX_FUSED_AGENTS agents is one block whose threads take
+        # several agents each (one launch per step); a block size given smaller than the agent count
+        # asks for several blocks.
+        spans = explicit or num_agents > MAX_FUSED_AGENTS
+        self.blocks_per_env = (num_agents + threads_per_block - 1) // threads_per_block if spans else 1
+        if self.blocks_per_env == 1:
+            self._fused = _compile_fused(definition, num_agents > 1)
+            agent_threads = min(num_agents, threads_per_block)
+            envs_per_block = max(1, threads_per_block // agent_threads)
+            self.block: tuple[int, ...] = (agent_threads, envs_per_block)
+            self.grid = (num_envs + envs_per_block - 1) // envs_per_block
+        else:
+            self._staged = _compile_staged(definition)
+            self.block = (threads_per_block,)
+            self.grid = num_envs * self.blocks_per_env
+
+    @property
+    def multi_block(self) -> bool:
+        """Whether an environment spans several blocks (one launch per stage)."""
+        return self.blocks_per_env > 1
 
     def reset(self, state: Any, params: Any, buffers: Any, seed: int, stream: Any = 0) -> None:
         """Reset every environment with ``seed`` and write the first observations."""
-        self._reset_kernel[self.grid, self.block, stream](state, params, buffers, seed)
+        run = (np.int64(seed),)
+        if self.multi_block:
+            self._launch_stages(self._staged.reset, state, params, buffers, run, stream)
+        else:
+            self._fused[0][self.grid, self.block, stream](state, params, buffers, run)
 
     def step(
         self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int, stream: Any = 0
     ) -> None:
         """Apply ``buffers.actions`` to every environment, autoresetting those that finish."""
-        self._step_kernel[self.grid, self.block, stream](state, params, buffers, seed, max_episode_steps)
+        run = (np.int64(seed), np.int64(max_episode_steps))
+        if self.multi_block:
+            self._launch_stages(self._staged.step, state, params, buffers, run, stream)
+        else:
+            self._fused[1][self.grid, self.block, stream](state, params, buffers, run)
 
     def random_steps(
         self,
@@ -80,136 +132,141 @@ class CudaKernels:
         tallies: tuple[Any, Any],
         stream: Any = 0,
     ) -> None:
-        """``num_steps`` steps in one launch with uniform random actions drawn in the kernel;
-        ``tallies`` (episode count per environment, return sum per agent) accumulate the episodes
-        that end."""
-        self._random_steps_kernel[self.grid, self.block, stream](
-            state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies
-        )
+        """``num_steps`` steps with uniform random actions drawn in the kernel (one launch when an
+        environment fits a block); ``tallies`` (episode count per environment, return sum per
+        agent) accumulate the episodes that end."""
+        run = (np.int64(seed), np.int64(max_episode_steps), action_bounds, tallies)
+        if self.multi_block:
+            for _ in range(num_steps):
+                self._launch_stages(self._staged.random_step, state, params, buffers, run, stream)
+            self._launch_stages(self._staged.observe, state, params, buffers, run, stream)
+        else:
+            self._fused[2][self.grid, self.block, stream](state, params, buffers, run, num_steps)
+
+    def _launch_stages(self, kernels: tuple, state, params, buffers, run, stream) -> None:
+        env_blocks = (self.num_envs + 127) // 128
+        blocks_per_env = np.uint32(self.blocks_per_env)
+        for per_agent, kernel in kernels:
+            if per_agent:
+                kernel[self.grid, self.block, stream](state, params, buffers, run, blocks_per_env)
+            else:
+                kernel[env_blocks, 128, stream](state, params, buffers, run, blocks_per_env)
+
+
+@cuda.jit(device=True)
+def _block_barrier():
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _no_barrier():
+    pass
+
+
+@cuda.jit(device=True)
+def _keys(seed, env, agent):
+    """``agent_keys`` as ``uint64`` values also under Numba's CUDA simulator (which hands Python
+    ints between functions)."""
+    computed = agent_keys(seed, env, agent)
+    return (np.uint64(computed[0]), np.uint64(computed[1]))
+
+
+def _device_function(function):
+    return cuda.jit(device=True)(function)
 
 
 @functools.cache
-def _compile(definition: EnvironmentDefinition, use_barriers: bool):
-    parts = make_kernel_parts(definition)
-    step_key_base = parts.step_key_base
-    agent_phase = parts.agent_phase
-    finish_environment = parts.finish_environment
-    close_episode = parts.close_episode
-    reset_finished_agent = parts.reset_finished_agent
-    reset_agent_fresh = parts.reset_agent_fresh
-    observe = parts.observe
-    action_key_base = parts.action_key_base
-    random_action = parts.random_action
-    tally_episode = parts.tally_episode
-    num_phases = parts.num_step_phases
+def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool):
+    stages = make_kernel_stages(definition)
+    barrier = _block_barrier if use_barriers else _no_barrier
+    reset_sequence = sequence(stages.reset, _device_function, barrier)
+    step_sequence = sequence(stages.step, _device_function, barrier)
+    random_step_sequence = sequence(stages.random_step, _device_function, barrier)
+    observe_sequence = sequence(stages.observe, _device_function, barrier)
 
-    # Two choices below halve a fused step's integer arithmetic on the GPU (profiled with Nsight
-    # Compute, see BENCHMARKS.md). The agent loops are while loops: range(first, n, stride) with a
-    # run-time stride costs a 64-bit division. Indices are uint32: Numba wraps negative signed
-    # indices around (idx += size when idx < 0) on every array access, unsigned ones it need not.
-
-    @cuda.jit
-    def barrier():
-        if use_barriers:
-            cuda.syncthreads()
+    # The agent loops are while loops: range(first, n, stride) with a run-time stride costs a 64-bit
+    # division. Indices are uint32: Numba wraps negative signed indices around (idx += size when
+    # idx < 0) on every array access, unsigned ones it need not (profiled, see BENCHMARKS.md).
 
     @cached_cuda_jit
-    def reset_kernel(state, params, buffers, seed):
+    def reset_kernel(state, params, buffers, run):
         num_envs, num_agents = buffers.rewards.shape
         env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
-        active = env < num_envs
-        agent = np.uint32(cuda.threadIdx.x)
-        while active and agent < num_agents:
-            reset_agent_fresh(state, params, buffers, seed, env, agent)
-            agent += np.uint32(cuda.blockDim.x)
-        barrier()
-        agent = np.uint32(cuda.threadIdx.x)
-        while active and agent < num_agents:
-            observe(state, params, buffers, env, agent)
-            agent += np.uint32(cuda.blockDim.x)
+        live = env < num_envs
+        first = np.uint32(cuda.threadIdx.x)
+        keys = _keys(run[0], env, first)
+        reset_sequence(
+            state, params, buffers, run, env, live, first, np.uint32(cuda.blockDim.x), num_agents, keys
+        )
 
     @cached_cuda_jit
-    def step_kernel(state, params, buffers, seed, max_episode_steps):
+    def step_kernel(state, params, buffers, run):
         num_envs, num_agents = buffers.rewards.shape
         env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
-        active = env < num_envs
-        first_agent = np.uint32(cuda.threadIdx.x)
-        agent_stride = np.uint32(cuda.blockDim.x)
-        for phase in range(num_phases):
-            agent = first_agent
-            while active and agent < num_agents:
-                key_base = np.uint64(step_key_base(seed, env, agent))
-                agent_phase(state, params, buffers, key_base, env, agent, phase)
-                agent += agent_stride
-            barrier()
-        if active and first_agent == 0:
-            finish_environment(state, params, buffers, max_episode_steps, env)
-        barrier()
-        agent = first_agent
-        while active and agent < num_agents:
-            close_episode(state, params, buffers, env, agent)
-            agent += agent_stride
-        barrier()
-        agent = first_agent
-        while active and agent < num_agents:
-            reset_finished_agent(state, params, buffers, seed, env, agent)
-            agent += agent_stride
-        barrier()
-        agent = first_agent
-        while active and agent < num_agents:
-            observe(state, params, buffers, env, agent)
-            agent += agent_stride
+        live = env < num_envs
+        first = np.uint32(cuda.threadIdx.x)
+        keys = _keys(run[0], env, first)
+        step_sequence(
+            state, params, buffers, run, env, live, first, np.uint32(cuda.blockDim.x), num_agents, keys
+        )
 
     @cached_cuda_jit
-    def random_steps_kernel(
-        state, params, buffers, seed, max_episode_steps, num_steps, action_bounds, tallies
-    ):
+    def random_steps_kernel(state, params, buffers, run, num_steps):
         num_envs, num_agents = buffers.rewards.shape
         env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
-        active = env < num_envs
-        first_agent = np.uint32(cuda.threadIdx.x)
-        agent_stride = np.uint32(cuda.blockDim.x)
-        # The first agent's keys are computed once per launch; hashing is costly on the GPU.
-        # np.uint64: under Numba's CUDA simulator these are Python ints between compiled functions.
-        first_action_base = np.uint64(action_key_base(seed, env, first_agent))
-        first_step_base = np.uint64(step_key_base(seed, env, first_agent))
+        live = env < num_envs
+        first = np.uint32(cuda.threadIdx.x)
+        stride = np.uint32(cuda.blockDim.x)
+        # The first agent's key bases are computed once per launch; hashing is costly on the GPU.
+        keys = _keys(run[0], env, first)
         for _ in range(num_steps):
-            agent = first_agent
-            while active and agent < num_agents:
-                if agent == first_agent:
-                    key_base = first_action_base
-                else:
-                    key_base = np.uint64(action_key_base(seed, env, agent))
-                random_action(buffers, key_base, env, agent, action_bounds)
-                agent += agent_stride
-            barrier()
-            for phase in range(num_phases):
-                agent = first_agent
-                while active and agent < num_agents:
-                    if agent == first_agent:
-                        key_base = first_step_base
-                    else:
-                        key_base = np.uint64(step_key_base(seed, env, agent))
-                    agent_phase(state, params, buffers, key_base, env, agent, phase)
-                    agent += agent_stride
-                barrier()
-            if active and first_agent == 0:
-                finish_environment(state, params, buffers, max_episode_steps, env)
-            barrier()
-            agent = first_agent
-            while active and agent < num_agents:
-                close_episode(state, params, buffers, env, agent)
-                tally_episode(buffers, env, agent, tallies)
-                agent += agent_stride
-            barrier()
-            agent = first_agent
-            while active and agent < num_agents:
-                reset_finished_agent(state, params, buffers, seed, env, agent)
-                agent += agent_stride
-            barrier()
-        agent = first_agent
-        while active and agent < num_agents:
-            observe(state, params, buffers, env, agent)
-            agent += agent_stride
+            random_step_sequence(state, params, buffers, run, env, live, first, stride, num_agents, keys)
+        observe_sequence(state, params, buffers, run, env, live, first, stride, num_agents, keys)
 
     return reset_kernel, step_kernel, random_steps_kernel
+
+
+@functools.cache
+def _compile_staged(definition: EnvironmentDefinition):
+    """One kernel per stage, for environments that span several blocks."""
+    stages = make_kernel_stages(definition)
+
+    def kernels(stage_list: tuple[Stage, ...]) -> tuple:
+        return tuple(
+            (stage.per_agent, _stage_kernel(stage.function, stage.per_agent)) for stage in stage_list
+        )
+
+    return _StagedKernels(
+        reset=kernels(stages.reset),
+        step=kernels(stages.step),
+        random_step=kernels(stages.random_step),
+        observe=kernels(stages.observe),
+    )
+
+
+class _StagedKernels:
+    def __init__(self, reset: tuple, step: tuple, random_step: tuple, observe: tuple) -> None:
+        self.reset, self.step, self.random_step, self.observe = reset, step, random_step, observe
+
+
+@functools.cache
+def _stage_kernel(function, per_agent: bool):
+    if per_agent:
+
+        def agent_stage_kernel(state, params, buffers, run, blocks_per_env):
+            num_envs, num_agents = buffers.rewards.shape
+            block = np.uint32(cuda.blockIdx.x)
+            env = block // blocks_per_env
+            agent = (block % blocks_per_env) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x)
+            if env < num_envs and agent < num_agents:
+                function(state, params, buffers, run, env, agent, _keys(run[0], env, agent))
+
+        return cached_cuda_jit(agent_stage_kernel)
+
+    def environment_stage_kernel(state, params, buffers, run, blocks_per_env):
+        num_envs = buffers.rewards.shape[0]
+        env = np.uint32(cuda.grid(1))
+        if env < num_envs:
+            function(state, params, buffers, run, env, np.uint32(0), _keys(run[0], env, np.uint32(0)))
+
+    return cached_cuda_jit(environment_stage_kernel)

@@ -5,7 +5,8 @@ dtype, device, finiteness, observations inside the observation space, the same s
 same observations); ``step`` (shapes and dtypes of observations, rewards and flags); autoreset
 (episode ends carry ``final_obs`` and episode statistics that agree with the rewards summed by the
 checker, and the next observation starts a new episode); determinism (the same seed and actions give
-the same trajectory); and bad actions being refused.
+the same trajectory); and bad actions being refused. A multi-group environment is checked against
+the same contract per group (:mod:`warpsci.testing.multi_agent_checker`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def check_env(env: WarpVectorEnv, seed: int = 0, max_steps: int | None = None) -
         The names of the checks that passed.
     """
     _require(isinstance(env, WarpVectorEnv), f"check_env expects a WarpVectorEnv, got {type(env).__name__}")
+    from warpsci.multi_agent_env import MultiAgentVectorEnv
+
+    if isinstance(env, MultiAgentVectorEnv):
+        from warpsci.testing.multi_agent_checker import check_multi_agent_env
+
+        return check_multi_agent_env(env, seed=seed, max_steps=max_steps)
     passed: list[str] = []
     _check_spaces(env)
     passed.append("spaces")

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from warpsci.backends.buffers import EnvBuffers
-from warpsci.backends.kernel_parts import random_action_bounds
-from warpsci.environment import EnvironmentDefinition, params_to_tuple
-from warpsci.vector_env import WarpVectorEnv
+from warpsci.backends.stages import agent_action_bounds
+from warpsci.environment import EnvironmentDefinition, kernel_param_values, params_to_tuple
+from warpsci.multi_agent_env import vector_env_class
 
 
 class HostKernelRunner:
@@ -34,15 +34,19 @@ class HostKernelRunner:
         num_envs: int,
         backend: str,
         params: Any | None = None,
-        threads_per_block: int = 128,
+        threads_per_block: int | None = None,
     ) -> None:
         # Allocate through a CPU vector env so the layout is exactly the one users get.
-        template = WarpVectorEnv(definition, num_envs, device="cpu", params=params)
+        params = params if params is not None else definition.default_params()
+        template = vector_env_class(definition.agent_groups(params))(
+            definition, num_envs, device="cpu", params=params
+        )
         self.definition = definition
         self.backend = backend
         self.max_episode_steps = template.max_episode_steps
-        self.action_space = template._agent_action_space
-        self.params = params_to_tuple(template.params, definition.params_float_dtype)
+        self.groups = template.groups
+        values = kernel_param_values(definition, template.params, num_envs)
+        self.params = params_to_tuple(template.params, definition.params_float_dtype, values)
         self.state = definition.state_type(
             *(template.state_tensors[f.name].numpy().copy() for f in definition.state_fields)
         )
@@ -59,13 +63,13 @@ class HostKernelRunner:
             raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
 
     def reset(self, seed: int) -> None:
-        self._run(lambda state, buffers: self._kernels.reset(state, self.params, buffers, seed))
+        self._run(lambda state, params, buffers: self._kernels.reset(state, params, buffers, seed))
 
     def step(self, actions: np.ndarray, seed: int) -> None:
         self.buffers.actions[...] = actions.reshape(self.buffers.actions.shape)
         self._run(
-            lambda state, buffers: self._kernels.step(
-                state, self.params, buffers, seed, self.max_episode_steps
+            lambda state, params, buffers: self._kernels.step(
+                state, params, buffers, seed, self.max_episode_steps
             )
         )
 
@@ -73,13 +77,14 @@ class HostKernelRunner:
         """``num_steps`` steps with the kernels' own uniform random actions (one launch); returns
         ``(episodes ended per environment, sum of their returns per agent)``."""
         num_envs, num_agents = self.buffers.rewards.shape
-        low, high = random_action_bounds(self.action_space)
+        actions = self.buffers.actions
+        low, high = agent_action_bounds(self.groups, num_agents, 1 if actions.ndim == 2 else actions.shape[2])
         extras = [low, high, np.zeros(num_envs, np.int64), np.zeros((num_envs, num_agents), np.float64)]
 
-        def launch(state, buffers, low, high, episodes, return_sum):
+        def launch(state, params, buffers, low, high, episodes, return_sum):
             self._kernels.random_steps(
                 state,
-                self.params,
+                params,
                 buffers,
                 seed,
                 self.max_episode_steps,
@@ -92,21 +97,24 @@ class HostKernelRunner:
         return extras[2], extras[3]
 
     def _run(self, launch, extras: list[np.ndarray] | None = None) -> None:
-        """Call ``launch(state, buffers, *extras)`` on this backend's arrays and copy results back
+        """Call ``launch(state, params, buffers, *extras)`` on this backend's arrays and copy results back
         into the host arrays."""
         extras = extras or []
         from numba import config
 
         if self.backend == "cpu" or config.ENABLE_CUDASIM:
             # The simulator hands arrays nested in tuples straight to the compiled functions.
-            launch(self.state, self.buffers, *extras)
+            launch(self.state, self.params, self.buffers, *extras)
             return
         from numba import cuda
 
         state = type(self.state)(*(cuda.to_device(array) for array in self.state))
+        params = type(self.params)(
+            *(cuda.to_device(value) if isinstance(value, np.ndarray) else value for value in self.params)
+        )
         buffers = EnvBuffers(*(cuda.to_device(array) for array in self.buffers))
         device_extras = [cuda.to_device(array) for array in extras]
-        launch(state, buffers, *device_extras)
+        launch(state, params, buffers, *device_extras)
         cuda.synchronize()
         hosts = [*self.state, *self.buffers, *extras]
         for host, device in zip(hosts, [*state, *buffers, *device_extras], strict=True):

@@ -161,6 +161,21 @@ def random_actions(space: gymnasium.Space, shape: tuple[int, ...], rng: np.rando
     raise TypeError(f"unsupported action space {space!r}")
 
 
+def random_agent_actions(groups: Any, like: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Random actions for every agent, each from its group's action space, in an array shaped and
+    typed like the environment's action array ``like`` (unused components stay 0)."""
+    actions = np.zeros_like(like)
+    for group in groups:
+        drawn = random_actions(group.action_space, (like.shape[0], group.size), rng)
+        index = list(group.agents)
+        if like.ndim == 3:
+            drawn = drawn.reshape(like.shape[0], group.size, -1)
+            actions[:, index, : drawn.shape[2]] = drawn
+        else:
+            actions[:, index] = drawn
+    return actions
+
+
 def _compare(
     definition: EnvironmentDefinition,
     params: Any,
@@ -177,8 +192,7 @@ def _compare(
 
     cpu = HostKernelRunner(definition, num_envs, "cpu", params=params)
     gpu = HostKernelRunner(definition, num_envs, "cuda", params=params, threads_per_block=threads_per_block)
-    action_space = definition.action_space(params)
-    num_agents = cpu.buffers.rewards.shape[1]
+    groups = definition.agent_groups(params)
     rng = np.random.default_rng(seed)
     report = ParityReport(
         env_id=definition.name,
@@ -194,7 +208,7 @@ def _compare(
     gpu.reset(seed)
     for step in range(steps + 1):
         if step > 0:
-            actions = random_actions(action_space, (num_envs, num_agents), rng)
+            actions = random_agent_actions(groups, cpu.buffers.actions, rng)
             cpu.step(actions, seed)
             gpu.step(actions, seed)
             report.steps = step
@@ -252,7 +266,7 @@ def _compare_in_simulator(definition: EnvironmentDefinition, params: Any, settin
     request = {
         "module": module,
         "name": definition.name,
-        "params": dataclasses.asdict(params),
+        "params": {name: _plain(value) for name, value in dataclasses.asdict(params).items()},
         "settings": settings,
     }
     environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -273,6 +287,11 @@ def _compare_in_simulator(definition: EnvironmentDefinition, params: Any, settin
     return ParityReport(**data, divergence=None if divergence is None else Divergence(**divergence))
 
 
+def _plain(value: Any) -> Any:
+    """A params value as JSON can carry it (arrays as nested lists)."""
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
 def _find_definition(module_name: str, name: str) -> EnvironmentDefinition:
     module = importlib.import_module(module_name)
     for value in vars(module).values():
@@ -284,7 +303,10 @@ def _find_definition(module_name: str, name: str) -> EnvironmentDefinition:
 def _main(argument: str) -> None:
     request = json.loads(argument)
     definition = _find_definition(request["module"], request["name"])
-    params = definition.params_type(**request["params"])
+    fields = {
+        name: tuple(value) if isinstance(value, list) else value for name, value in request["params"].items()
+    }
+    params = definition.params_type(**fields)
     report = _compare(definition, params, **request["settings"])
     print(json.dumps(dataclasses.asdict(report)))
 

@@ -1,0 +1,91 @@
+"""The multi-agent core: environments wider than a block equal one block, array params per instance,
+per-group tensors of the multi-agent vector environment, and where compiled kernels are kept."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fresh_interpreter import run_script
+from multi_group_toy import TOY_GROUPS
+
+import warpsci
+from warpsci.kernel_cache import kernel_cache_dir
+from warpsci.multi_agent_env import MultiAgentVectorEnv
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_several_blocks_per_environment_equal_one_block_under_the_simulator():
+    """Five agents on one block, on two blocks of three threads and on three of two: the CUDA kernels
+    (simulated) equal the CPU kernels exactly after every step, autoresets and agents leaving included."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(TESTS)!r})
+        from multi_group_toy import TOY_GROUPS
+        from warpsci.testing import check_parity
+        for threads in (None, 3, 2):
+            report = check_parity(TOY_GROUPS, num_envs=3, steps=20, threads_per_block=threads, atol=0.0)
+            print("toy", threads, report.ok, report.episodes_ended)
+            tag = {{"num_taggers": 4, "grid_length": 3, "episode_length": 6}}
+            report = check_parity("TagGridworld-v0", num_envs=3, steps=20, threads_per_block=threads,
+                                  atol=0.0, params=tag)
+            print("tag", threads, report.ok, report.episodes_ended)
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    lines = [line.split() for line in completed.stdout.splitlines() if line.startswith(("toy", "tag"))]
+    assert len(lines) == 6
+    for name, threads, ok, episodes in lines:
+        assert ok == "True", (name, threads)
+        assert int(episodes) >= 3, (name, threads, episodes)
+
+
+def test_array_params_are_per_instance():
+    """Two instances with different arrays run side by side on one compiled kernel."""
+    default = warpsci.vector_env.dataclass_replace(TOY_GROUPS.default_params())
+    heavy = warpsci.vector_env.dataclass_replace(default, weights=(5.0, 5.0, 5.0, 5.0, 5.0))
+    first = MultiAgentVectorEnv(TOY_GROUPS, num_envs=2, params=default)
+    second = MultiAgentVectorEnv(TOY_GROUPS, num_envs=2, params=heavy)
+    assert not torch.equal(first.param_tensors["weights"], second.param_tensors["weights"])
+    assert first._kernels._step_all is second._kernels._step_all
+    actions = {"even": np.ones((2, 3), np.int64), "odd": np.ones((2, 2), np.int64)}
+    first.reset(seed=1)
+    second.reset(seed=1)
+    obs_first = first.step(actions)[0]
+    obs_second = second.step(actions)[0]
+    # The odd agents observe weight x counter: equal counters, different weights.
+    assert torch.allclose(
+        obs_second["odd"][..., 1], torch.tensor([5.0 / 1.5, 5.0 / 2.5]) * obs_first["odd"][..., 1]
+    )
+
+
+def test_multi_agent_vector_env_tensors_per_group():
+    env = warpsci.make("TagGridworld-v0", num_envs=3, params={"num_taggers": 3, "grid_length": 4})
+    assert isinstance(env, MultiAgentVectorEnv)
+    obs, info = env.reset(seed=0)
+    assert obs["tagger"].shape == (3, 3, 17) and obs["runner"].shape == (3, 1, 17)
+    assert info["active"]["tagger"].all()
+    actions = {"tagger": torch.zeros(3, 3, dtype=torch.int64), "runner": torch.zeros(3, 1, dtype=torch.int64)}
+    obs, rewards, terminated, truncated, info = env.step(actions)
+    assert rewards["tagger"].shape == (3, 3) and rewards["runner"].shape == (3, 1)
+    assert torch.allclose(rewards["runner"], torch.full((3, 1), 0.01))
+    with pytest.raises(ValueError, match="missing"):
+        env.step({"tagger": actions["tagger"]})
+    with pytest.raises(ValueError, match="outside"):
+        env.step({"tagger": actions["tagger"] + 7, "runner": actions["runner"]})
+
+
+def test_kernel_cache_is_outside_the_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("WARPSCI_CACHE_DIR", str(tmp_path))
+    assert kernel_cache_dir() == tmp_path
+    monkeypatch.delenv("WARPSCI_CACHE_DIR")
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert kernel_cache_dir() == tmp_path / "xdg" / "warpsci" / "kernels"
+    assert Path(warpsci.__file__).parent not in kernel_cache_dir().parents
