@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium
-import numpy as np
 import torch
 from gymnasium.vector.utils import batch_space
 
@@ -176,25 +175,6 @@ class MultiAgentVectorEnv(WarpVectorEnv):
     def group_sizes(self) -> dict[str, int]:
         """Agents per group."""
         return {group.name: group.size for group in self.groups}
-
-    def random_actions(self, generator: np.random.Generator | None = None) -> dict[str, np.ndarray]:
-        """Uniform random actions per group (ignoring masks), as NumPy arrays."""
-        generator = generator or np.random.default_rng()
-        out = {}
-        for group in self.groups:
-            space = group.action_space
-            if isinstance(space, gymnasium.spaces.Discrete):
-                out[group.name] = generator.integers(0, space.n, (self.num_envs, group.size))
-            elif isinstance(space, gymnasium.spaces.MultiDiscrete):
-                out[group.name] = generator.integers(
-                    0, space.nvec, (self.num_envs, group.size, len(space.nvec))
-                )
-            else:
-                out[group.name] = generator.uniform(
-                    space.low, space.high, (self.num_envs, group.size, *space.shape)
-                )
-            out[group.name] = out[group.name].astype(space.dtype)
-        return out
 
 
 def vector_env_class(groups: tuple[AgentGroup, ...]) -> type[WarpVectorEnv]:

@@ -29,7 +29,7 @@ import numpy as np
 from numba import cuda
 
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
-from warpsci.backends.stages import Stage, agent_keys, make_kernel_stages, sequence
+from warpsci.backends.stages import KernelStages, Stage, agent_keys, make_kernel_stages, sequence
 from warpsci.environment import EnvironmentDefinition
 from warpsci.kernel_cache import cached_cuda_jit
 
@@ -236,17 +236,13 @@ def _compile_staged(definition: EnvironmentDefinition):
             (stage.per_agent, _stage_kernel(stage.function, stage.per_agent)) for stage in stage_list
         )
 
-    return _StagedKernels(
+    # The same four lists, each stage now a ``(per_agent, kernel)`` pair.
+    return KernelStages(
         reset=kernels(stages.reset),
         step=kernels(stages.step),
         random_step=kernels(stages.random_step),
         observe=kernels(stages.observe),
     )
-
-
-class _StagedKernels:
-    def __init__(self, reset: tuple, step: tuple, random_step: tuple, observe: tuple) -> None:
-        self.reset, self.step, self.random_step, self.observe = reset, step, random_step, observe
 
 
 @functools.cache

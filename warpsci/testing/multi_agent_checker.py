@@ -17,21 +17,13 @@ from gymnasium.vector.utils import batch_space
 
 from warpsci.environment import mask_size
 from warpsci.multi_agent_env import MultiAgentVectorEnv
+from warpsci.testing.env_checker import EnvCheckError, _require
 from warpsci.testing.parity import random_actions
-
-
-class MultiAgentCheckError(AssertionError):
-    """The environment breaks the contract; the message says how."""
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise MultiAgentCheckError(message)
 
 
 def check_multi_agent_env(env: MultiAgentVectorEnv, seed: int = 0, max_steps: int | None = None) -> list[str]:
     """Check ``env`` against the multi-agent vector-environment contract; raises
-    :class:`MultiAgentCheckError`. Returns the names of the checks that passed."""
+    :class:`~warpsci.testing.env_checker.EnvCheckError`. Returns the names of the checks that passed."""
     _require(
         isinstance(env, MultiAgentVectorEnv), f"expected a MultiAgentVectorEnv, got {type(env).__name__}"
     )
@@ -189,4 +181,4 @@ def _check_bad_actions(env: MultiAgentVectorEnv) -> None:
             env.step(actions)
         except (ValueError, TypeError):
             continue
-        raise MultiAgentCheckError(f"step accepted {label}")
+        raise EnvCheckError(f"step accepted {label}")
