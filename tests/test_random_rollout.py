@@ -24,7 +24,9 @@ SHORT_EPISODE = 9
 
 def short_env(env_id: str, num_envs: int, seed: int) -> warpsci.WarpVectorEnv:
     params = warpsci.get_definition(env_id).default_params()
-    changes = {"max_episode_steps": SHORT_EPISODE} if hasattr(params, "max_episode_steps") else {}
+    changes = {
+        name: SHORT_EPISODE for name in ("max_episode_steps", "episode_length") if hasattr(params, name)
+    }
     return warpsci.make(env_id, num_envs=num_envs, seed=seed, params=changes, copy=False, check_actions=False)
 
 
@@ -41,9 +43,13 @@ def test_random_rollout_is_the_trajectory_step_takes_with_the_same_actions(env_i
         episodes += stats.episodes
         return_sum += stats.return_sum.reshape(return_sum.shape)
         actions = one_at_a_time.actions_buffer.clone()
-        assert one_at_a_time.action_space.contains(actions.numpy())
-        _, _, terminated, truncated, info = stepped.step(actions)
-        done = terminated | truncated
+        if isinstance(stepped, warpsci.MultiAgentVectorEnv):  # actions per group
+            actions = {group.name: stepped.group_rows(actions, group) for group in stepped.groups}
+        assert one_at_a_time.action_space.contains(
+            {name: a.numpy() for name, a in actions.items()} if isinstance(actions, dict) else actions.numpy()
+        )
+        _, _, _, _, info = stepped.step(actions)
+        done = info["_final_obs"]
         assert torch.equal(stats.episodes, done.to(torch.int64))
     fused_stats = fused.random_rollout(num_steps)
 
