@@ -109,6 +109,49 @@ def throughput(num_envs: int, num_taggers: int, full: bool, device: str, steps: 
     }
 
 
+def end_to_end(num_envs: int, num_taggers: int, full: bool, algo: str, iterations: int = 6) -> dict:
+    """Training steps/s with one policy shared by both groups ([32, 32], WarpDrive's setting), 100-step
+    rollouts, the whole iteration graph-replayed; median over the iterations after two warm-ups."""
+    from warpsci.config import TrainConfig
+    from warpsci.trainer import make_trainer
+
+    num_steps = 100
+    config = TrainConfig(
+        env_id="TagGridworld-v0",
+        algo=algo,
+        device="cuda",
+        num_envs=num_envs,
+        num_steps=num_steps,
+        total_timesteps=num_envs * num_steps * (iterations + 2),
+        num_minibatches=1 if algo == "a2c" else 4,
+        update_epochs=1 if algo == "a2c" else 4,
+        hidden_sizes=(32, 32),
+        shared_policy=True,
+        anneal_lr=False,
+        env_params={
+            "num_taggers": num_taggers,
+            "grid_length": 100,
+            "episode_length": 100,
+            "use_full_observation": full,
+        },
+    )
+    trainer = make_trainer(config)
+    rates = []
+    trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS"]))
+    rate = statistics.median(rates[2:])
+    agents = num_taggers + 1
+    return {
+        "algo": algo,
+        "envs": num_envs,
+        "agents": agents,
+        "observation": "full" if full else "partial",
+        "network": "[32, 32] shared",
+        "env_steps_per_s": rate,
+        "agent_steps_per_s": rate * agents,
+        "iteration_rates": rates,
+    }
+
+
 def guarded(function, *args, **kwargs) -> dict:
     """``function``'s result, or its error (so that one failing case does not lose the others)."""
     try:
@@ -118,23 +161,31 @@ def guarded(function, *args, **kwargs) -> dict:
         return {"error": f"{type(error).__name__}: {error}", "args": repr(args)}
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, parts: tuple[str, ...] = ("blocks", "parity", "env", "train")) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d")}
 
-    report["blocks"] = [
-        guarded(blocks_agree, 64, 199, False, (None, 64), 150),  # one block of 224 threads vs 4 of 64
-        guarded(blocks_agree, 16, 2047, False, (None, 1024), 60),  # 1 block of 256 vs 2 of 1024
-        guarded(blocks_agree, 64, 4, True, (None, 2), 200),  # 5 agents: one block vs 3 blocks of 2
-    ]
+    report["blocks"] = (
+        []
+        if "blocks" not in parts
+        else [
+            guarded(blocks_agree, 64, 199, False, (None, 64), 150),  # one block of 224 threads vs 4 of 64
+            guarded(blocks_agree, 16, 2047, False, (None, 1024), 60),  # 1 block of 256 vs 2 of 1024
+            guarded(blocks_agree, 64, 4, True, (None, 2), 200),  # 5 agents: one block vs 3 blocks of 2
+        ]
+    )
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from multi_group_toy import TOY_GROUPS
 
     report["parity"] = []
     for env_id, params in (
-        (TOY_GROUPS, None),
-        ("TagGridworld-v0", {"num_taggers": 4, "grid_length": 4, "episode_length": 20}),
+        ()
+        if "parity" not in parts
+        else (
+            (TOY_GROUPS, None),
+            ("TagGridworld-v0", {"num_taggers": 4, "grid_length": 4, "episode_length": 20}),
+        )
     ):
         for threads in (None, 2):
             parity = check_parity(
@@ -157,12 +208,23 @@ def main(out_dir: str) -> None:
 
     cases = [(2000, 4, True, 1000), (2000, 999, False, 100), (100, 4999, False, 20), (20000, 4, True, 1000)]
     report["throughput"] = []
+    if "env" not in parts:
+        cases = []
     for num_envs, taggers, full, steps in cases:
         report["throughput"].append(guarded(throughput, num_envs, taggers, full, "cuda", steps, repeats=5))
     torch.set_num_threads(torch.get_num_threads())
-    for num_envs, taggers, full, steps in [(2000, 4, True, 100), (2000, 999, False, 5)]:
+    for num_envs, taggers, full, steps in [(2000, 4, True, 100), (2000, 999, False, 5)] if cases else []:
         report["throughput"].append(guarded(throughput, num_envs, taggers, full, "cpu", steps, repeats=3))
 
+    report["end_to_end"] = (
+        []
+        if "train" not in parts
+        else [
+            guarded(end_to_end, 2000, 4, True, "a2c"),
+            guarded(end_to_end, 2000, 4, True, "ppo"),
+            guarded(end_to_end, 2000, 999, False, "a2c", 4),
+        ]
+    )
     (out / "multi_agent_session.json").write_text(json.dumps(report, indent=2))
     print(f"device {report['device']}  date {report['date']}")
     for row in report["blocks"]:
@@ -186,7 +248,16 @@ def main(out_dir: str) -> None:
         if "error" in row:
             continue
         print(" ".join(f"{row[k]!s:>14}" for k in keys) + " " + " ".join(f"{row[k]:>14.4g}" for k in rates))
+    for row in report["end_to_end"]:
+        if "error" not in row:
+            print(
+                f"train {row['algo']} {row['envs']}x{row['agents']} {row['observation']} {row['network']}: "
+                f"{row['env_steps_per_s']:.4g} env steps/s, {row['agent_steps_per_s']:.4g} agent steps/s"
+            )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results/multi_agent")
+    main(
+        sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results/multi_agent",
+        tuple(sys.argv[2:]) or ("blocks", "parity", "env", "train"),
+    )

@@ -102,12 +102,6 @@ def test_cuda_kernels_match_cpu_kernels(env_id, parity_reports):
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_one_training_iteration(env_id, algo):
-    if is_multi_group(env_id):
-        # Training several groups is the next part of the multi-agent work; until then the trainer
-        # says so in one line instead of failing inside the rollout.
-        with pytest.raises(ValueError, match="groups"):
-            make_trainer(TrainConfig(env_id=env_id, algo=algo, num_envs=4, num_steps=16, total_timesteps=64))
-        return
     config = TrainConfig(
         env_id=env_id,
         algo=algo,
@@ -121,11 +115,14 @@ def test_one_training_iteration(env_id, algo):
         normalize_reward=True,
     )
     trainer = make_trainer(config)
-    before = [parameter.detach().clone() for parameter in trainer.policy.parameters()]
+    parameters = [p for learner in trainer.learners for p in learner.policy.parameters()]
+    before = [parameter.detach().clone() for parameter in parameters]
     result = trainer.train()
     metrics = result.history[-1]
     assert result.iterations == 1
+    suffixes = [""] if len(trainer.learners) == 1 else [f"/{learner.name}" for learner in trainer.learners]
     for name in ("losses/value_loss", "losses/policy_loss", "losses/entropy"):
-        assert math.isfinite(metrics[name]), (name, metrics[name])
-    after = list(trainer.policy.parameters())
+        for suffix in suffixes:
+            assert math.isfinite(metrics[name + suffix]), (name + suffix, metrics[name + suffix])
+    after = parameters
     assert any(not bool((a == b).all()) for a, b in zip(after, before, strict=True)), "nothing was learned"

@@ -159,17 +159,23 @@ SIMULATOR_SCRIPT = textwrap.dedent(
             if not np.allclose(cpu_arguments[index], sim_arguments[index], atol=1e-6):
                 sys.exit(f"{function.__name__}: argument {index} differs")
 
+    # Rows are (environment, agent) pairs: agents 0 and 2 of N // 2 environments with 3 agents each.
+    agents, active = np.array([0, 2], np.int32), rng.random((N // 2 + 1, 3)) < 0.7
+    def extra(T=T):
+        return (agents, active.copy(), np.zeros((T, N), np.float32))
     logits = rng.normal(size=(N, 3)).astype(np.float32)
     run(rk.sample_discrete, lambda: (logits, np.zeros(1, np.float32), tick, 7, 1,
-        np.zeros((T, N), np.int64), np.zeros((T, N), np.float32), np.zeros((N, 1), np.int32)), (5, 6, 7))
+        np.zeros((T, N), np.int64), np.zeros((T, N), np.float32), np.zeros((N, 3, 1), np.int32), *extra()),
+        (5, 6, 7, 10))
     padded = rng.normal(size=(N * 2, 4)).astype(np.float32)
     run(rk.sample_multi_discrete, lambda: (padded, np.zeros(1, np.float32), tick, 7, 2,
-        np.zeros((T, N, 2), np.int64), np.zeros((T, N), np.float32), np.zeros((N, 1, 2), np.int32)),
-        (5, 6, 7))
+        np.zeros((T, N, 2), np.int64), np.zeros((T, N), np.float32), np.zeros((N, 3, 2), np.int32), *extra()),
+        (5, 6, 7, 10))
     mean = rng.normal(size=(N, 2)).astype(np.float32)
-    run(rk.sample_gaussian, lambda: (mean, np.array([0.1, -0.3], np.float32), tick, 7, 0,
-        np.zeros((T, N, 2), np.float32), np.zeros((T, N), np.float32), np.zeros((N, 1, 2), np.float32)),
-        (5, 6, 7))
+    log_std = np.array([0.1, -0.3], np.float32)
+    run(rk.sample_gaussian, lambda: (mean, log_std, tick, 7, 0, np.zeros((T, N, 2), np.float32),
+        np.zeros((T, N), np.float32), np.zeros((N, 3, 2), np.float32), *extra()),
+        (5, 6, 7, 10))
     rewards, values = rng.normal(size=(T, N)).astype(np.float32), rng.normal(size=(T, N)).astype(np.float32)
     dones = (rng.random((T, N)) < 0.3).astype(np.float32)
     next_value = rng.normal(size=N).astype(np.float32)

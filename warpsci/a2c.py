@@ -12,37 +12,49 @@ import torch
 from torch import nn
 
 from warpsci.config import TrainConfig
+from warpsci.learner import PolicyLearner
 from warpsci.networks import ActorCritic
-from warpsci.trainer import OnPolicyTrainer, actor_critic_loss, normalize_advantages
+from warpsci.trainer import OnPolicyTrainer, actor_critic_loss, masked_mean, normalize_advantages
 
 
 class A2CTrainer(OnPolicyTrainer):
-    """Trains an :class:`~warpsci.networks.ActorCritic` with A2C; see :class:`OnPolicyTrainer`."""
+    """Trains an :class:`~warpsci.networks.ActorCritic` per policy with A2C; see
+    :class:`OnPolicyTrainer`."""
 
-    def update(self) -> dict[str, torch.Tensor]:
-        """One gradient step on the whole rollout; returns the losses (device scalars)."""
-        buffer = self.buffer
-        rollout = tuple(
-            tensor.flatten(0, 1) for tensor in (buffer.obs, buffer.actions, buffer.advantages, buffer.returns)
+    def update(self, learner: PolicyLearner) -> dict[str, torch.Tensor]:
+        """One gradient step on the learner's whole rollout; returns the losses (device scalars)."""
+        buffer = learner.buffer
+        tensors = (
+            buffer.obs,
+            buffer.actions,
+            buffer.advantages,
+            buffer.returns,
+            buffer.valid if learner.masked_rows else None,
+            buffer.action_masks,
         )
-        losses = self.compiled(a2c_losses)(self.policy, self.config, rollout)
-        self.optimizer.zero_grad(set_to_none=True)
+        rollout = tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
+        losses = self.compiled(a2c_losses)(learner.policy, learner.config, rollout, learner.ent_coef)
+        learner.optimizer.zero_grad(set_to_none=True)
         losses.pop("loss").backward()
-        nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
-        self.optimizer.step()
-        losses["losses/explained_variance"] = self.explained_variance()
+        nn.utils.clip_grad_norm_(learner.policy.parameters(), learner.config.max_grad_norm)
+        learner.optimizer.step()
+        losses["losses/explained_variance"] = self.explained_variance(learner)
         return losses
 
 
 def a2c_losses(
-    policy: ActorCritic, config: TrainConfig, rollout: tuple[torch.Tensor, ...]
+    policy: ActorCritic,
+    config: TrainConfig,
+    rollout: tuple[torch.Tensor | None, ...],
+    ent_coef: torch.Tensor | float | None = None,
 ) -> dict[str, torch.Tensor]:
-    """A2C's loss on the flattened ``rollout`` (observations, actions, advantages, returns), and
-    its parts (detached); ``loss`` is what the update differentiates."""
-    obs, actions, advantages, returns = rollout
-    log_prob, entropy, value = policy.evaluate(obs, actions)
+    """A2C's loss on the flattened ``rollout`` (observations, actions, advantages, returns, and
+    optionally row weights and action masks: None where unused), and its parts (detached);
+    ``loss`` is what the update differentiates."""
+    obs, actions, advantages, returns, weights, masks = (*rollout, None, None)[:6]
+    log_prob, entropy, value = policy.evaluate(obs, actions, masks)
     if config.norm_adv:
-        advantages = normalize_advantages(advantages)
-    policy_loss = -(advantages * log_prob).mean()
-    value_loss = 0.5 * (value - returns).square().mean()
-    return actor_critic_loss(config, policy_loss, value_loss, entropy)
+        advantages = normalize_advantages(advantages, weights)
+    policy_loss = -masked_mean(advantages * log_prob, weights)
+    value_loss = 0.5 * masked_mean((value - returns).square(), weights)
+    return actor_critic_loss(config, policy_loss, value_loss, entropy, ent_coef, weights)

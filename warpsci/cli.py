@@ -100,15 +100,29 @@ def command_train(args: argparse.Namespace) -> int:
         "device": str(trainer.device),
         "global_step": result.global_step,
         "train_wall_time_s": round(result.wall_time, 3),
-        "mean_episodic_return": result.mean_episodic_return,
-        "return_last100": result.history[-1]["charts/return_last100"] if result.history else None,
     }
+    groups = trainer.group_names
+    if len(groups) == 1:
+        summary["mean_episodic_return"] = result.mean_episodic_return
+    for group in groups:
+        key = "charts/return_last100" + ("" if len(groups) == 1 else f"/{group}")
+        summary["return_last100" + ("" if len(groups) == 1 else f"/{group}")] = (
+            result.history[-1][key] if result.history else None
+        )
     if config.target_return is not None:
         summary["target_return"] = config.target_return
         summary["solved_at_step"] = result.solved_at_step
         # Wall time from process start (interpreter, imports, compilation included) to the stop.
         summary["time_to_target_s"] = round(finished_at, 3) if result.solved_at_step is not None else None
-    if args.eval_episodes > 0:
+    if args.eval_episodes > 0 and len(groups) > 1:
+        from warpsci.evaluation import evaluate_groups
+
+        players = {group.name: learner.policy for learner in trainer.learners for group in learner.groups}
+        evaluation = evaluate_groups(
+            config.env_id, players, args.eval_episodes, trainer.device, env_params=config.env_params
+        )
+        summary.update(_group_summary(evaluation))
+    elif args.eval_episodes > 0:
         returns = evaluate_policy(
             trainer.policy, config.env_id, args.eval_episodes, trainer.device, env_params=config.env_params
         )
@@ -130,6 +144,32 @@ def command_eval(args: argparse.Namespace) -> int:
     config = TrainConfig.from_dict(payload["config"])
     device = args.device or default_device()
     probe = make(config.env_id, num_envs=1, device="cpu", params=dict(config.env_params) or None)
+    groups = [group.name for group in probe.groups]
+    if len(groups) > 1:
+        from warpsci.evaluation import evaluate_groups
+
+        players: dict[str, Any] = dict.fromkeys(groups, args.checkpoint)
+        for choice in args.play or []:
+            group, _, player = choice.partition("=")
+            if group not in players or not player:
+                raise ValueError(f"--play takes GROUP=PLAYER with GROUP one of {groups}; got {choice!r}")
+            players[group] = player
+        evaluation = evaluate_groups(
+            config.env_id, players, args.episodes, device, seed=args.seed, env_params=config.env_params
+        )
+        print(
+            json.dumps(
+                {
+                    "env_id": config.env_id,
+                    "players": {k: str(v) for k, v in players.items()},
+                    **_group_summary(evaluation),
+                },
+                indent=2,
+            )
+        )
+        return 0
+    if args.play:
+        raise ValueError(f"--play chooses players of agent groups; {config.env_id} has one group")
     policy = build_policy(config, probe)
     policy.load_state_dict(payload["policy"])
     returns = evaluate_policy(
@@ -155,6 +195,16 @@ def command_eval(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _group_summary(evaluation: Any) -> dict[str, Any]:
+    """What an evaluation of several groups reports: returns per group, episode lengths."""
+    out: dict[str, Any] = {"eval_episodes": int(evaluation.lengths.size)}
+    for group in evaluation.returns:
+        out[f"eval_mean_return/{group}"] = evaluation.mean_return(group)
+    out["eval_mean_length"] = evaluation.mean_length
+    out["eval_terminated_fraction"] = float(evaluation.terminated.mean())
+    return out
 
 
 def command_bench(args: argparse.Namespace) -> int:
@@ -280,6 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--device")
     evaluate.add_argument("--seed", type=int, default=12345)
     evaluate.add_argument("--sample", action="store_true", help="sample actions instead of the greedy policy")
+    evaluate.add_argument(
+        "--play",
+        action="append",
+        metavar="GROUP=PLAYER",
+        help="multi-group environments: play GROUP with PLAYER ('random' or another run's folder) "
+        "instead of this run's policy; repeatable. Groups' policies sample (tag games need it)",
+    )
     evaluate.set_defaults(handler=command_eval)
 
     bench = commands.add_parser("bench", help="measure environment and training throughput")

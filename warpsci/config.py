@@ -12,6 +12,27 @@ import yaml
 ALGORITHMS = ("ppo", "a2c")
 #: Accepted values of ``TrainConfig.optimizer``.
 OPTIMIZERS = ("adam", "rmsprop")
+#: The hyperparameters a ``groups:`` block may set per agent group.
+GROUP_KEYS = (
+    "learning_rate",
+    "anneal_lr",
+    "ent_coef",
+    "ent_coef_final",
+    "vf_coef",
+    "clip_coef",
+    "clip_vloss",
+    "max_grad_norm",
+    "optimizer",
+    "hidden_sizes",
+    "log_std_init",
+    "norm_adv",
+    "gamma",
+    "gae_lambda",
+    "update_epochs",
+    "num_minibatches",
+    "normalize_obs",
+    "normalize_reward",
+)
 
 
 @dataclasses.dataclass
@@ -91,6 +112,16 @@ class TrainConfig:
     """Write a checkpoint every this many iterations (and at the end); 0 writes only at the end."""
     env_params: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Overrides of the environment's params dataclass fields."""
+    ent_coef_final: float | None = None
+    """Anneal the entropy coefficient linearly from ``ent_coef`` to this over training; None keeps
+    it constant."""
+    groups: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Per agent group (multi-agent environments), overrides of the hyperparameters in
+    :data:`GROUP_KEYS`, e.g. ``{"runner": {"learning_rate": 1e-4, "ent_coef": 0.05}}``. Each group is
+    trained by its own policy and optimizer."""
+    shared_policy: bool = False
+    """Train one policy for every group (their observation and action spaces must be equal), as
+    WarpDrive's Tag gridworld configuration does; ``groups`` overrides then do not apply."""
 
     def __post_init__(self) -> None:
         self.hidden_sizes = tuple(int(width) for width in self.hidden_sizes)
@@ -113,6 +144,23 @@ class TrainConfig:
             raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if not isinstance(self.groups, dict) or not all(isinstance(v, dict) for v in self.groups.values()):
+            raise ValueError(
+                f"groups must map group names to mappings of hyperparameters, got {self.groups!r}"
+            )
+        for group, overrides in self.groups.items():
+            unknown = sorted(set(overrides) - set(GROUP_KEYS))
+            if unknown:
+                raise ValueError(
+                    f"groups.{group}: unknown key(s) {unknown}; a group may set {list(GROUP_KEYS)}"
+                )
+
+    def for_group(self, group: str) -> TrainConfig:
+        """This config with the group's overrides applied (validated like the whole config)."""
+        overrides = self.groups.get(group, {})
+        if not overrides:
+            return self
+        return dataclasses.replace(self, **overrides)
 
     @property
     def batch_size(self) -> int:
@@ -133,6 +181,12 @@ class TrainConfig:
         """Plain dictionary (YAML-friendly: tuples become lists)."""
         data = dataclasses.asdict(self)
         data["hidden_sizes"] = list(self.hidden_sizes)
+        data["groups"] = {
+            name: {
+                key: list(value) if isinstance(value, tuple) else value for key, value in overrides.items()
+            }
+            for name, overrides in self.groups.items()
+        }
         return data
 
     @classmethod

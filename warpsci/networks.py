@@ -124,41 +124,47 @@ class ActorCritic(nn.Module):
         """State values, shaped ``obs.shape[:-1]``."""
         return self.critic(self.normalize(obs)).squeeze(-1)
 
-    def actor_output(self, obs: torch.Tensor) -> torch.Tensor:
+    def actor_output(self, obs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """What the action distribution is built from: logits (Discrete), padded logits
-        ``(..., k, n_max)`` (MultiDiscrete) or means (Box)."""
-        return self._head(self.actor(self.normalize(obs)))
+        ``(..., k, n_max)`` (MultiDiscrete) or means (Box). ``mask`` (bool, ``(..., n)`` or
+        ``(..., sum(nvec))``) gives the logits of disallowed actions :data:`MASKED_LOGIT`."""
+        return self._head(self.actor(self.normalize(obs)), mask)
 
-    def _head(self, out: torch.Tensor) -> torch.Tensor:
+    def _head(self, out: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The actor's raw output as the distribution takes it (padded per component for
-        MultiDiscrete)."""
+        MultiDiscrete, disallowed actions masked)."""
+        if self.kind == "continuous":
+            return out
+        if mask is not None:
+            out = out.masked_fill(~mask, MASKED_LOGIT)
         if self.kind == "multi_discrete":
             padding = out.new_full(out.shape[:-1] + (1,), MASKED_LOGIT)
             out = torch.cat([out, padding], dim=-1)[..., self.logit_index]
         return out
 
     def act(
-        self, obs: torch.Tensor, generator: torch.Generator | None = None
+        self, obs: torch.Tensor, generator: torch.Generator | None = None, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample actions for a batch of observations: ``(actions, log_prob)``."""
-        out = self.actor_output(obs)
+        out = self.actor_output(obs, mask)
         if self.kind == "discrete":
             return sample_categorical(out, generator)
         if self.kind == "multi_discrete":
             return sample_multi_categorical(out, generator)
         return sample_gaussian(out, self.actor_logstd, generator)
 
-    def act_greedy(self, obs: torch.Tensor) -> torch.Tensor:
+    def act_greedy(self, obs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The most likely action for each observation (the mean for Gaussian actions)."""
-        out = self.actor_output(obs)
+        out = self.actor_output(obs, mask)
         return out if self.kind == "continuous" else greedy_categorical(out)
 
     def evaluate(
-        self, obs: torch.Tensor, actions: torch.Tensor
+        self, obs: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(log_prob, entropy, value)`` of given actions, for the update."""
+        """``(log_prob, entropy, value)`` of given actions (under action masks ``mask``), for the
+        update."""
         features = self.normalize(obs)
-        out = self._head(self.actor(features))
+        out = self._head(self.actor(features), mask)
         if self.kind == "discrete":
             log_prob, entropy = categorical_log_prob_entropy(out, actions)
         elif self.kind == "multi_discrete":

@@ -13,12 +13,14 @@ import torch
 from torch import nn
 
 from warpsci.config import TrainConfig
+from warpsci.learner import PolicyLearner
 from warpsci.networks import ActorCritic
 from warpsci.trainer import (
     OnPolicyTrainer,
     TrainResult,
     actor_critic_loss,
     evaluate_policy,
+    masked_mean,
     normalize_advantages,
 )
 
@@ -26,78 +28,92 @@ __all__ = ["PPOTrainer", "TrainResult", "evaluate_policy", "ppo_losses"]
 
 
 class PPOTrainer(OnPolicyTrainer):
-    """Trains an :class:`~warpsci.networks.ActorCritic` with PPO; see :class:`OnPolicyTrainer`."""
+    """Trains an :class:`~warpsci.networks.ActorCritic` per policy with PPO; see
+    :class:`OnPolicyTrainer`."""
 
-    def update(self) -> dict[str, torch.Tensor]:
-        """PPO epochs over the rollout; returns the last minibatch's losses (device scalars)."""
-        config, buffer = self.config, self.buffer
-        rollout = tuple(
-            tensor.flatten(0, 1)
-            for tensor in (
-                buffer.obs,
-                buffer.actions,
-                buffer.log_probs,
-                buffer.advantages,
-                buffer.returns,
-                buffer.values,
-            )
-        )
+    def update(self, learner: PolicyLearner) -> dict[str, torch.Tensor]:
+        """PPO epochs over the learner's rollout; returns the last minibatch's losses (device scalars)."""
+        config, buffer = learner.config, learner.buffer
+        batch_size = buffer.num_steps * buffer.num_rows
+        minibatch_size = batch_size // config.num_minibatches
+        tensors = [
+            buffer.obs,
+            buffer.actions,
+            buffer.log_probs,
+            buffer.advantages,
+            buffer.returns,
+            buffer.values,
+        ]
+        tensors.append(buffer.valid if learner.masked_rows else None)
+        tensors.append(buffer.action_masks)
+        rollout = tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
         minibatch_losses = self.compiled(ppo_losses)
         clip_fractions = []
         for _epoch in range(config.update_epochs):
             # argsort of uniform keys rather than randperm: the same draws eager and graph-replayed.
-            keys = torch.rand(config.batch_size, device=self.device, generator=self.generator)
+            keys = torch.rand(batch_size, device=self.device, generator=self.generator)
             order = torch.argsort(keys)
-            for start in range(0, config.batch_size, config.minibatch_size):
-                index = order[start : start + config.minibatch_size]
-                losses = minibatch_losses(self.policy, config, rollout, index)
+            for start in range(0, batch_size, minibatch_size):
+                index = order[start : start + minibatch_size]
+                losses = minibatch_losses(learner.policy, config, rollout, index, learner.ent_coef)
                 clip_fractions.append(losses["losses/clipfrac"])
-                self.optimizer.zero_grad(set_to_none=True)
+                learner.optimizer.zero_grad(set_to_none=True)
                 losses.pop("loss").backward()
-                nn.utils.clip_grad_norm_(self.policy.parameters(), config.max_grad_norm)
-                self.optimizer.step()
+                nn.utils.clip_grad_norm_(learner.policy.parameters(), config.max_grad_norm)
+                learner.optimizer.step()
             if config.target_kl is not None and float(losses["losses/approx_kl"]) > config.target_kl:
                 break
 
         losses["losses/clipfrac"] = torch.stack(clip_fractions).mean()
-        losses["losses/explained_variance"] = self.explained_variance()
+        losses["losses/explained_variance"] = self.explained_variance(learner)
         return losses
 
 
 def ppo_losses(
-    policy: ActorCritic, config: TrainConfig, rollout: tuple[torch.Tensor, ...], index: torch.Tensor
+    policy: ActorCritic,
+    config: TrainConfig,
+    rollout: tuple[torch.Tensor | None, ...],
+    index: torch.Tensor,
+    ent_coef: torch.Tensor | float | None = None,
 ) -> dict[str, torch.Tensor]:
     """PPO's loss on the minibatch ``index`` of the flattened ``rollout`` (observations, actions,
-    log-probabilities, advantages, returns, values), and its parts and statistics (detached).
+    log-probabilities, advantages, returns, values, and optionally row weights and action masks:
+    None where unused), and its parts and statistics (detached).
 
-    ``loss`` is what the update differentiates; the rest are for the logs.
+    ``loss`` is what the update differentiates; the rest are for the logs. Rows of weight 0 (agents
+    out of the game) count in no mean.
     """
-    obs, actions, old_log_probs, advantages, returns, old_values = (tensor[index] for tensor in rollout)
-    new_log_prob, entropy, new_value = policy.evaluate(obs, actions)
+    obs, actions, old_log_probs, advantages, returns, old_values, weights, masks = (
+        None if tensor is None else tensor[index] for tensor in (*rollout, None, None)[:8]
+    )
+    new_log_prob, entropy, new_value = policy.evaluate(obs, actions, masks)
     log_ratio = new_log_prob - old_log_probs
     ratio = log_ratio.exp()
     with torch.no_grad():
-        old_approx_kl = (-log_ratio).mean()
-        approx_kl = ((ratio - 1) - log_ratio).mean()
-        clip_fraction = ((ratio - 1.0).abs() > config.clip_coef).float().mean()
+        old_approx_kl = masked_mean(-log_ratio, weights)
+        approx_kl = masked_mean((ratio - 1) - log_ratio, weights)
+        clip_fraction = masked_mean(((ratio - 1.0).abs() > config.clip_coef).float(), weights)
 
     if config.norm_adv:
-        advantages = normalize_advantages(advantages)
-    policy_loss = torch.max(
-        -advantages * ratio,
-        -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef),
-    ).mean()
+        advantages = normalize_advantages(advantages, weights)
+    policy_loss = masked_mean(
+        torch.max(
+            -advantages * ratio,
+            -advantages * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef),
+        ),
+        weights,
+    )
 
     if config.clip_vloss:
         unclipped = (new_value - returns) ** 2
         clipped_value = old_values + (new_value - old_values).clamp(-config.clip_coef, config.clip_coef)
         clipped = (clipped_value - returns) ** 2
-        value_loss = 0.5 * torch.max(unclipped, clipped).mean()
+        value_loss = 0.5 * masked_mean(torch.max(unclipped, clipped), weights)
     else:
-        value_loss = 0.5 * ((new_value - returns) ** 2).mean()
+        value_loss = 0.5 * masked_mean((new_value - returns) ** 2, weights)
 
     return {
-        **actor_critic_loss(config, policy_loss, value_loss, entropy),
+        **actor_critic_loss(config, policy_loss, value_loss, entropy, ent_coef, weights),
         "losses/old_approx_kl": old_approx_kl,
         "losses/approx_kl": approx_kl,
         "losses/clipfrac": clip_fraction,

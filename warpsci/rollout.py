@@ -10,48 +10,67 @@ import torch
 
 
 class RolloutBuffer:
-    """``num_steps`` transitions of ``num_envs`` environments, stored on ``device``.
+    """``num_steps`` transitions of ``num_rows`` rows (one row per environment and agent the policy
+    plays: ``num_envs`` rows for a single-agent environment), stored on ``device``.
 
-    Tensors are shaped ``(num_steps, num_envs, ...)``. ``dones[t]`` marks an episode that ended with
-    the transition at ``t`` (terminated or truncated); ``truncated[t]`` (truncated and not terminated)
-    and ``final_obs[t]`` are kept so that a truncated episode is bootstrapped from the value of its
-    last observation.
+    Tensors are shaped ``(num_steps, num_rows, ...)``. ``dones[t]`` marks a row whose episode ended
+    with the transition at ``t`` for its agent (the environment's episode ended, or the agent left
+    the game); ``episode_ends[t]`` where the environment's episode ended (episode statistics count
+    those); ``truncated[t]`` (a time limit, the agent still in the game) and ``final_obs[t]`` are kept
+    so that a truncated episode is bootstrapped from the value of its last observation. ``valid[t]``
+    is 1 where the agent was in the game when it acted (rows of agents that left are masked out of
+    the loss); ``action_masks[t]`` holds the masks it acted under (``mask_width`` > 0 only).
     """
 
     def __init__(
         self,
         num_steps: int,
-        num_envs: int,
+        num_rows: int,
         obs_shape: tuple[int, ...],
         action_shape: tuple[int, ...],
         device: torch.device,
         action_dtype: torch.dtype = torch.int64,
+        mask_width: int = 0,
     ) -> None:
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(shape, dtype=dtype, device=device)
 
-        self.num_steps, self.num_envs = num_steps, num_envs
-        self.obs = zeros(num_steps, num_envs, *obs_shape)
-        self.final_obs = zeros(num_steps, num_envs, *obs_shape)
-        self.actions = zeros(num_steps, num_envs, *action_shape, dtype=action_dtype)
-        self.log_probs = zeros(num_steps, num_envs)
-        self.rewards = zeros(num_steps, num_envs)
-        self.dones = zeros(num_steps, num_envs)
-        self.truncated = zeros(num_steps, num_envs)
-        self.values = zeros(num_steps, num_envs)
-        self.advantages = zeros(num_steps, num_envs)
-        self.returns = zeros(num_steps, num_envs)
-        # Return and length of the episode that ended at step t (meaningful where dones[t] is 1).
-        self.episode_returns = zeros(num_steps, num_envs)
-        self.episode_lengths = zeros(num_steps, num_envs)
+        self.num_steps, self.num_rows = num_steps, num_rows
+        self.obs = zeros(num_steps, num_rows, *obs_shape)
+        self.final_obs = zeros(num_steps, num_rows, *obs_shape)
+        self.actions = zeros(num_steps, num_rows, *action_shape, dtype=action_dtype)
+        self.log_probs = zeros(num_steps, num_rows)
+        self.rewards = zeros(num_steps, num_rows)
+        self.dones = zeros(num_steps, num_rows)
+        self.episode_ends = zeros(num_steps, num_rows)
+        self.truncated = zeros(num_steps, num_rows)
+        self.valid = zeros(num_steps, num_rows)
+        self.values = zeros(num_steps, num_rows)
+        self.advantages = zeros(num_steps, num_rows)
+        self.returns = zeros(num_steps, num_rows)
+        # Return and length of the episode that ended at step t (meaningful where episode_ends[t] is 1).
+        self.episode_returns = zeros(num_steps, num_rows)
+        self.episode_lengths = zeros(num_steps, num_rows)
+        self.action_masks = (
+            torch.ones(num_steps, num_rows, mask_width, dtype=torch.bool, device=device)
+            if mask_width
+            else None
+        )
 
-    def episode_stats(self) -> torch.Tensor:
-        """``[sum of returns, sum of lengths, count]`` of the episodes that ended in the rollout."""
+    @property
+    def num_envs(self) -> int:
+        """Rows, under the name single-agent code knows them by."""
+        return self.num_rows
+
+    def episode_stats(self, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``[sum of returns, sum of lengths, count]`` of the episodes that ended in the rollout, over
+        every row or the rows where ``rows`` (a ``(num_rows,)`` 0/1 float mask) is 1."""
+        ended = self.episode_ends if rows is None else self.episode_ends * rows
         return torch.stack(
             [
-                (self.episode_returns * self.dones).sum(),
-                (self.episode_lengths * self.dones).sum(),
-                self.dones.sum(),
+                (self.episode_returns * ended).sum(),
+                (self.episode_lengths * ended).sum(),
+                ended.sum(),
             ]
         )
 

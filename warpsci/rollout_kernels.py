@@ -55,74 +55,94 @@ def _gumbel_argmax(logits, row, key, first_draw):
 
 
 @njit
-def sample_discrete(env, arguments):
-    """Categorical sample from ``logits (N, n)`` into the rollout slot and the env's action buffer."""
-    logits, log_std, tick, seed, step, actions, log_probs, env_actions = arguments
-    key = make_key(seed, env, 0, tick[env], POLICY_STREAM)
-    action, log_prob = _gumbel_argmax(logits, env, key, 0)
-    actions[step, env] = action
-    env_actions[env, 0] = action
-    log_probs[step, env] = log_prob
+def _row_agent(row, agents):
+    """Environment and agent of rollout row ``row``: rows walk the agents ``agents`` of environment
+    0, then of environment 1, and so on."""
+    group_size = agents.shape[0]
+    return np.uint32(row // group_size), np.uint32(agents[row % group_size])
 
 
 @njit
-def sample_multi_discrete(env, arguments):
-    """Independent categoricals from padded logits flattened to ``(N * k, n_max)``."""
-    logits, log_std, tick, seed, step, actions, log_probs, env_actions = arguments
-    key = make_key(seed, env, 0, tick[env], POLICY_STREAM)
+def sample_discrete(row, arguments):
+    """Categorical sample from ``logits (rows, n)`` into the rollout slot and the env's action buffer."""
+    logits, log_std, tick, seed, step, actions, log_probs, env_actions, agents, active, valid = arguments
+    env, agent = _row_agent(row, agents)
+    key = make_key(seed, env, agent, tick[env], POLICY_STREAM)
+    action, log_prob = _gumbel_argmax(logits, row, key, 0)
+    actions[step, row] = action
+    env_actions[env, agent, 0] = action
+    log_probs[step, row] = log_prob
+    valid[step, row] = 1.0 if active[env, agent] else 0.0
+
+
+@njit
+def sample_multi_discrete(row, arguments):
+    """Independent categoricals from padded logits flattened to ``(rows * k, n_max)``."""
+    logits, log_std, tick, seed, step, actions, log_probs, env_actions, agents, active, valid = arguments
+    env, agent = _row_agent(row, agents)
+    key = make_key(seed, env, agent, tick[env], POLICY_STREAM)
     components = actions.shape[2]
     total = 0.0
     for component in range(components):
-        row = env * components + component
-        action, log_prob = _gumbel_argmax(logits, row, key, component * logits.shape[1])
-        actions[step, env, component] = action
-        env_actions[env, 0, component] = action
+        flat = row * components + component
+        action, log_prob = _gumbel_argmax(logits, flat, key, component * logits.shape[1])
+        actions[step, row, component] = action
+        env_actions[env, agent, component] = action
         total += log_prob
-    log_probs[step, env] = total
+    log_probs[step, row] = total
+    valid[step, row] = 1.0 if active[env, agent] else 0.0
 
 
 @njit
-def sample_gaussian(env, arguments):
-    """Diagonal Gaussian sample around ``mean (N, d)`` with ``exp(log_std)``."""
-    mean, log_std, tick, seed, step, actions, log_probs, env_actions = arguments
-    key = make_key(seed, env, 0, tick[env], POLICY_STREAM)
+def sample_gaussian(row, arguments):
+    """Diagonal Gaussian sample around ``mean (rows, d)`` with ``exp(log_std)``."""
+    mean, log_std, tick, seed, step, actions, log_probs, env_actions, agents, active, valid = arguments
+    env, agent = _row_agent(row, agents)
+    key = make_key(seed, env, agent, tick[env], POLICY_STREAM)
     total = 0.0
     for dim in range(mean.shape[1]):
         noise = normal(key, dim)
-        action = mean[env, dim] + math.exp(log_std[dim]) * noise
-        actions[step, env, dim] = action
-        env_actions[env, 0, dim] = action
+        action = mean[row, dim] + math.exp(log_std[dim]) * noise
+        actions[step, row, dim] = action
+        env_actions[env, agent, dim] = action
         total += -0.5 * noise * noise - log_std[dim] - _HALF_LOG_TWO_PI
-    log_probs[step, env] = total
+    log_probs[step, row] = total
+    valid[step, row] = 1.0 if active[env, agent] else 0.0
 
 
 @njit
-def record_step(env, arguments):
+def record_step(row, arguments):
     """Copy what the step kernel left in the env's buffers (``env_*``) into rollout slot ``step``."""
     (
         step,
+        agents,
         env_rewards,
         env_terminated,
         env_truncated,
+        env_agent_terminated,
         env_final_obs,
         env_final_return,
         env_final_length,
         rewards,
         dones,
+        episode_ends,
         truncated,
         final_obs,
         episode_returns,
         episode_lengths,
     ) = arguments
-    terminated = env_terminated[env]
-    ended_by_limit = env_truncated[env]
-    rewards[step, env] = env_rewards[env, 0]
-    dones[step, env] = 1.0 if terminated or ended_by_limit else 0.0
-    truncated[step, env] = 1.0 if ended_by_limit and not terminated else 0.0
-    episode_returns[step, env] = env_final_return[env, 0]
-    episode_lengths[step, env] = env_final_length[env]
+    env, agent = _row_agent(row, agents)
+    ended = env_terminated[env] or env_truncated[env]
+    # The agent's own end: it left the game, or the environment terminated (close_agent's flag).
+    agent_ended = env_agent_terminated[env, agent]
+    rewards[step, row] = env_rewards[env, agent]
+    dones[step, row] = 1.0 if ended or agent_ended else 0.0
+    episode_ends[step, row] = 1.0 if ended else 0.0
+    truncated[step, row] = 1.0 if env_truncated[env] and not agent_ended else 0.0
+    episode_returns[step, row] = env_final_return[env, agent]
+    episode_lengths[step, row] = env_final_length[env]
     for feature in range(final_obs.shape[2]):
-        final_obs[step, env, feature] = env_final_obs[env, feature]
+        final_obs[step, row, feature] = env_final_obs[env, agent, feature]
 
 
 @njit
@@ -196,41 +216,61 @@ _SAMPLERS = {
 
 
 class RolloutKernels:
-    """The trainer's per-step work on one environment and rollout buffer: ``sample`` actions from
-    the actor's output, ``record`` the step's results, and ``advantages`` (GAE) at the end.
+    """The trainer's per-step work for one policy: ``sample`` actions from the actor's output,
+    ``record`` the step's results, and ``advantages`` (GAE) at the end.
 
-    Views of the long-lived tensors are made once here; only per-call tensors (the actor's output,
-    the bootstrapped rewards) are wrapped on each call.
+    A policy plays the agents ``agents`` of every environment; its rollout rows are ``(environment,
+    agent)`` pairs, environment-major (``num_envs`` rows for a single-agent environment). Views of
+    the long-lived tensors are made once here; only per-call tensors (the actor's output, the
+    bootstrapped rewards) are wrapped on each call.
 
     Args:
-        env: The (single-agent) vector environment the rollout steps.
-        buffer: The rollout buffer (:class:`warpsci.rollout.RolloutBuffer`).
+        env: The vector environment the rollout steps.
+        buffer: The rollout buffer (:class:`warpsci.rollout.RolloutBuffer`), ``num_envs *
+            len(agents)`` rows.
         action_kind: ``"discrete"``, ``"multi_discrete"`` or ``"continuous"`` (``ActorCritic.kind``).
         log_std: The Gaussian policy's log standard deviation (continuous actions only).
+        agents: The agent indices this policy plays; default every agent of the environment.
     """
 
-    def __init__(self, env: Any, buffer: Any, action_kind: str, log_std: torch.Tensor | None = None) -> None:
+    def __init__(
+        self,
+        env: Any,
+        buffer: Any,
+        action_kind: str,
+        log_std: torch.Tensor | None = None,
+        agents: tuple[int, ...] | None = None,
+    ) -> None:
         if action_kind not in _SAMPLERS:
             raise ValueError(f"action_kind must be one of {list(_SAMPLERS)}, got {action_kind!r}")
-        self.env, self.buffer, self.num_envs = env, buffer, buffer.num_envs
+        agents = tuple(range(env.num_agents)) if agents is None else tuple(agents)
+        self.env, self.buffer, self.num_rows = env, buffer, buffer.num_rows
+        if self.num_rows != env.num_envs * len(agents):
+            raise ValueError(f"the buffer has {self.num_rows} rows, expected {env.num_envs} x {len(agents)}")
         device = env.device
         self._sample = PerEnvironmentKernel(_SAMPLERS[action_kind], device)
         self._record = PerEnvironmentKernel(record_step, device)
         self._advantages = PerEnvironmentKernel(generalized_advantages, device)
+        self._agent_tensor = torch.tensor(agents, dtype=torch.int32, device=device)
+        self._agents = numba_view(self._agent_tensor)
         # The parameter is updated in place by the optimiser, so one view serves every step.
         self._log_std = numba_view(log_std if log_std is not None else torch.zeros(1, device=device))
-        self._tick = numba_view(env.buffers.tick)
+        env_buffers = env.buffers
+        self._tick = numba_view(env_buffers.tick)
         self._actions = numba_view(buffer.actions)
         self._log_probs = numba_view(buffer.log_probs)
-        self._env_actions = numba_view(env.buffers.actions)
-        env_buffers = env.buffers
+        actions = env_buffers.actions
+        self._env_actions = numba_view(actions if actions.dim() == 3 else actions.unsqueeze(-1))
+        self._active = numba_view(env_buffers.active)
+        self._valid = numba_view(buffer.valid)
         self._from_env = tuple(
             numba_view(tensor)
             for tensor in (
                 env_buffers.rewards,
                 env_buffers.terminated,
                 env_buffers.truncated,
-                env_buffers.final_obs.reshape(env.num_envs, -1),
+                env_buffers.agent_terminated,
+                env_buffers.final_obs.reshape(env.num_envs, env.num_agents, -1),
                 env_buffers.final_return,
                 env_buffers.final_length,
             )
@@ -240,8 +280,9 @@ class RolloutKernels:
             for tensor in (
                 buffer.rewards,
                 buffer.dones,
+                buffer.episode_ends,
                 buffer.truncated,
-                buffer.final_obs.reshape(buffer.num_steps, buffer.num_envs, -1),
+                buffer.final_obs.reshape(buffer.num_steps, self.num_rows, -1),
                 buffer.episode_returns,
                 buffer.episode_lengths,
             )
@@ -250,8 +291,9 @@ class RolloutKernels:
         self._values = numba_view(buffer.values)
 
     def sample(self, actor_output: torch.Tensor, step: int) -> None:
-        """Sample from ``actor_output`` (logits, padded logits ``(N, k, n_max)``, or means) into
-        ``buffer.actions[step]``, ``buffer.log_probs[step]`` and the env's action buffer."""
+        """Sample from ``actor_output`` (logits, padded logits ``(rows, k, n_max)``, or means) into
+        ``buffer.actions[step]``, ``buffer.log_probs[step]`` and the env's action buffer; marks
+        ``buffer.valid[step]`` for the agents in the game."""
         rows = actor_output.reshape(-1, actor_output.shape[-1])
         arguments = (
             numba_view(rows.contiguous()),
@@ -262,13 +304,16 @@ class RolloutKernels:
             self._actions,
             self._log_probs,
             self._env_actions,
+            self._agents,
+            self._active,
+            self._valid,
         )
-        self._sample(self.num_envs, arguments)
+        self._sample(self.num_rows, arguments)
 
     def record(self, step: int) -> None:
         """Copy the step's rewards, flags, final observations and episode statistics into the
         rollout buffer at ``step``."""
-        self._record(self.num_envs, (step, *self._from_env, *self._recorded))
+        self._record(self.num_rows, (step, self._agents, *self._from_env, *self._recorded))
 
     def advantages(
         self, rewards: torch.Tensor, next_value: torch.Tensor, gamma: float, gae_lambda: float
@@ -284,4 +329,4 @@ class RolloutKernels:
             float(gae_lambda),
             *self._advantage_outputs,
         )
-        self._advantages(self.num_envs, arguments)
+        self._advantages(self.num_rows, arguments)

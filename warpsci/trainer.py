@@ -22,11 +22,10 @@ import torch
 from warpsci.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from warpsci.config import TrainConfig
 from warpsci.graphs import GraphReplay
+from warpsci.learner import PolicyLearner, set_learning_rate
 from warpsci.networks import ActorCritic
-from warpsci.normalization import RewardScaler
 from warpsci.registry import make
-from warpsci.rollout import RecentEpisodes, RolloutBuffer
-from warpsci.rollout_kernels import RolloutKernels
+from warpsci.rollout import RolloutBuffer
 from warpsci.vector_env import WarpVectorEnv
 
 
@@ -46,8 +45,8 @@ class TrainResult:
 
 
 class OnPolicyTrainer:
-    """Trains an :class:`~warpsci.networks.ActorCritic` on a warpsci environment; subclasses supply
-    ``update`` (PPO, A2C).
+    """Trains one :class:`~warpsci.networks.ActorCritic` per agent group (one in all for a
+    single-agent environment, or one shared by every group); subclasses supply ``update`` (PPO, A2C).
 
     Args:
         config: Hyperparameters and run settings.
@@ -67,44 +66,20 @@ class OnPolicyTrainer:
             copy=False,
             check_actions=False,
         )
-        if len(self.env.groups) > 1:
-            raise ValueError(
-                f"{config.env_id} has agent groups {[g.name for g in self.env.groups]}; "
-                f"{type(self).__name__} trains environments of one agent (training several groups "
-                "is not available yet: use warpsci.make or warpsci.parallel_env to run them)"
-            )
-        if self.env.num_agents != 1:
-            raise ValueError(
-                f"{config.env_id} has {self.env.num_agents} agents; {type(self).__name__} trains one"
-            )
         self.device = self.env.device
         if self.device.type == "cuda":
             torch.set_float32_matmul_precision("high" if config.tf32 else "highest")
         torch.manual_seed(config.seed)
-        self.policy = build_policy(config, self.env).to(self.device)
         capture = config.capture_graphs and self.device.type == "cuda"
         # The update is captured too unless early stopping on the KL needs a host-side decision.
         capture_update = capture and config.target_kl is None
         # Capturable on every CUDA run, so that eager and captured runs do the same arithmetic.
-        self.optimizer = build_optimizer(config, self.policy, capturable=self.device.type == "cuda")
-        self.reward_scaler = (
-            RewardScaler(config.num_envs, config.gamma).to(self.device) if config.normalize_reward else None
-        )
+        self.learners = build_learners(config, self.env, capturable=self.device.type == "cuda")
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(config.seed)
-        obs_shape = tuple(self.env.single_observation_space.shape)
-        self.buffer = RolloutBuffer(
-            config.num_steps,
-            config.num_envs,
-            obs_shape,
-            self.policy.action_shape,
-            self.device,
-            action_dtype=self.policy.action_dtype,
-        )
-        self.recent_episodes = RecentEpisodes(100, self.device)
-        self.rollout_kernels = RolloutKernels(
-            self.env, self.buffer, self.policy.kind, getattr(self.policy, "actor_logstd", None)
-        )
+        self.recent_episodes = {
+            name: ring for learner in self.learners for name, ring in learner.new_recent_episodes().items()
+        }
         self._compiled: dict[Callable, Callable] = {}
         self._graph: GraphReplay | None = None
         self._update_graph: GraphReplay | None = None
@@ -119,19 +94,64 @@ class OnPolicyTrainer:
         self.iteration = 0
         self.global_step = 0
 
+    # ----------------------------------------------------------------------------- one policy
+
+    @property
+    def single(self) -> PolicyLearner:
+        """The learner of a run with one policy (a single-agent environment, or a shared policy)."""
+        if len(self.learners) != 1:
+            raise AttributeError(
+                f"{self.config.env_id} trains {len(self.learners)} policies "
+                f"({[learner.name for learner in self.learners]}): use trainer.learners"
+            )
+        return self.learners[0]
+
+    @property
+    def policy(self) -> ActorCritic:
+        """The policy of a one-policy run."""
+        return self.single.policy
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer of a one-policy run."""
+        return self.single.optimizer
+
+    @property
+    def buffer(self) -> RolloutBuffer:
+        """The rollout buffer of a one-policy run."""
+        return self.single.buffer
+
+    @property
+    def group_names(self) -> list[str]:
+        return [group.name for group in self.env.groups]
+
     # ----------------------------------------------------------------------------- checkpoints
 
     def checkpoint_payload(self) -> dict[str, Any]:
-        return {
+        learners = {
+            learner.name: {
+                "policy": learner.policy.state_dict(),
+                "optimizer": learner.optimizer.state_dict(),
+                "reward_scaler": None
+                if learner.reward_scaler is None
+                else learner.reward_scaler.state_dict(),
+            }
+            for learner in self.learners
+        }
+        payload = {
             "config": self.config.to_dict(),
-            "policy": self.policy.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "learners": learners,
             "iteration": self.iteration,
             "global_step": self.global_step,
             "generator_state": self.generator.get_state(),
-            "reward_scaler": None if self.reward_scaler is None else self.reward_scaler.state_dict(),
-            "recent_episodes": {"returns": self.recent_episodes.returns, "seen": self.recent_episodes.seen},
+            "recent_episodes": {
+                name: {"returns": ring.returns, "seen": ring.seen}
+                for name, ring in self.recent_episodes.items()
+            },
         }
+        if len(self.learners) == 1:
+            payload["policy"] = learners[self.learners[0].name]["policy"]  # what `warpsci eval` reads
+        return payload
 
     def save(self, path: Path | None = None) -> Path:
         """Write a checkpoint (atomically) to ``path``, default ``run_dir/checkpoint.pt``."""
@@ -143,21 +163,33 @@ class OnPolicyTrainer:
         return path
 
     def load(self, payload: dict[str, Any]) -> None:
-        """Restore network, optimiser, counters and sampling state from a checkpoint."""
-        self.policy.load_state_dict(payload["policy"])
-        self.optimizer.load_state_dict(payload["optimizer"])
-        if self.device.type == "cuda":
-            # A checkpoint of a CPU run holds float learning rates; a captured update needs tensors.
-            for group in self.optimizer.param_groups:
-                group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
+        """Restore networks, optimisers, counters and sampling state from a checkpoint."""
+        saved = payload.get("learners")
+        if saved is None:  # a checkpoint written before agent groups: one policy
+            saved = {self.single.name: payload}
+        missing = sorted({learner.name for learner in self.learners} - set(saved))
+        if missing:
+            raise ValueError(f"the checkpoint holds policies {sorted(saved)}, this run needs {missing}")
+        for learner in self.learners:
+            state = saved[learner.name]
+            learner.policy.load_state_dict(state["policy"])
+            learner.optimizer.load_state_dict(state["optimizer"])
+            if self.device.type == "cuda":
+                # A checkpoint of a CPU run holds float learning rates; a captured update needs tensors.
+                for group in learner.optimizer.param_groups:
+                    group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
+            if learner.reward_scaler is not None and state.get("reward_scaler") is not None:
+                learner.reward_scaler.load_state_dict(state["reward_scaler"])
         self.iteration = int(payload["iteration"])
         self.global_step = int(payload["global_step"])
         self.generator.set_state(payload["generator_state"].cpu())
-        if payload.get("recent_episodes") is not None:
-            self.recent_episodes.returns.copy_(payload["recent_episodes"]["returns"])
-            self.recent_episodes.seen.copy_(payload["recent_episodes"]["seen"])
-        if self.reward_scaler is not None and payload.get("reward_scaler") is not None:
-            self.reward_scaler.load_state_dict(payload["reward_scaler"])
+        recent = payload.get("recent_episodes") or {}
+        if "returns" in recent:  # before agent groups: the one ring
+            recent = {next(iter(self.recent_episodes)): recent}
+        for name, ring in self.recent_episodes.items():
+            if name in recent:
+                ring.returns.copy_(recent[name]["returns"])
+                ring.seen.copy_(recent[name]["seen"])
 
     @classmethod
     def resume(cls, run_dir: str | Path, **overrides: Any) -> OnPolicyTrainer:
@@ -183,73 +215,100 @@ class OnPolicyTrainer:
         return self._compiled[function]
 
     def learning_rate_at(self, iteration: int) -> float:
-        """Learning rate for (0-based) ``iteration``: linear decay to zero when annealing."""
-        if not self.config.anneal_lr:
-            return self.config.learning_rate
-        return self.config.learning_rate * (1.0 - iteration / self.config.num_iterations)
+        """Learning rate of a one-policy run for (0-based) ``iteration``."""
+        return self.single.learning_rate_at(iteration)
 
-    def collect_rollout(self, obs: torch.Tensor) -> torch.Tensor:
-        """Run ``num_steps`` steps from ``obs`` into the rollout buffer; returns the next observation
-        (a view of the environment's own buffer)."""
-        buffer, env = self.buffer, self.env
+    def collect_rollout(self) -> None:
+        """Run ``num_steps`` steps from the environment's current observations into every
+        learner's rollout buffer."""
+        env = self.env
         env_buffers = env.buffers
         for step in range(self.config.num_steps):
-            buffer.obs[step].copy_(obs)
-            with torch.no_grad():
-                actor_output = self.policy.actor_output(obs)
-            self.rollout_kernels.sample(actor_output, step)  # into the buffer and the env
+            for learner in self.learners:
+                obs = learner.observations(env_buffers.obs)
+                learner.buffer.obs[step].copy_(obs)
+                mask = learner.action_mask(env_buffers.action_mask)
+                if mask is not None:
+                    learner.buffer.action_masks[step].copy_(mask)
+                with torch.no_grad():
+                    actor_output = learner.policy.actor_output(obs, mask)
+                learner.kernels.sample(actor_output, step)  # into the buffer and the env
             env.step_in_place()
-            self.rollout_kernels.record(step)
-            obs = env_buffers.obs.squeeze(1)
-        return obs
+            for learner in self.learners:
+                learner.kernels.record(step)
 
-    def rollout_and_advantages(self) -> torch.Tensor:
+    def rollout_and_advantages(self) -> dict[str, torch.Tensor]:
         """One iteration's rollout (from the environment's current observation) and advantages;
-        replayed as a CUDA graph when ``capture_graphs`` is on. Returns the episode stats
-        ``[sum of returns, sum of lengths, count]`` of the episodes that ended (on the device)."""
+        replayed as a CUDA graph when ``capture_graphs`` is on. Returns, per group, the episode
+        stats ``[sum of returns, sum of lengths, count]`` of the episodes that ended (on the device)."""
         if self._graph is not None:
             self._graph()
         else:
             self._rollout_work()
-        self.recent_episodes.add(self.buffer.episode_returns, self.buffer.dones)
-        return self.buffer.episode_stats()
+        stats = {}
+        for learner in self.learners:
+            buffer = learner.buffer
+            for group in learner.groups:
+                returns = learner.columns(buffer.episode_returns, group.name)
+                ends = learner.columns(buffer.episode_ends, group.name)
+                self.recent_episodes[group.name].add(returns, ends)
+                lengths = learner.columns(buffer.episode_lengths, group.name)
+                stats[group.name] = torch.stack([(returns * ends).sum(), (lengths * ends).sum(), ends.sum()])
+        return stats
 
     def _rollout_work(self) -> None:
-        next_obs = self.collect_rollout(self.env.buffers.obs.squeeze(1))
-        self.compute_advantages(next_obs)
+        self.collect_rollout()
+        for learner in self.learners:
+            self.compute_advantages(learner=learner)
 
-    def compute_advantages(self, next_obs: torch.Tensor) -> None:
-        """Values in one critic pass, reward scaling, truncation bootstrapping, GAE and returns."""
-        config, buffer = self.config, self.buffer
+    def compute_advantages(
+        self, next_obs: torch.Tensor | None = None, learner: PolicyLearner | None = None
+    ) -> None:
+        """Values in one critic pass, reward scaling, truncation bootstrapping, GAE and returns for
+        ``learner`` (default the one policy), from ``next_obs`` (default the environment's current
+        observations)."""
+        learner = learner or self.single
+        config, buffer, policy = learner.config, learner.buffer, learner.policy
+        if next_obs is None:
+            next_obs = learner.observations(self.env.buffers.obs)
         with torch.no_grad():
-            buffer.values.copy_(self.policy.value(buffer.obs))
-            next_value = self.policy.value(next_obs)
-            final_values = self.policy.value(buffer.final_obs)
+            buffer.values.copy_(policy.value(buffer.obs))
+            next_value = policy.value(next_obs)
+            final_values = policy.value(buffer.final_obs)
             rewards = buffer.rewards
-            if self.reward_scaler is not None:
-                rewards = self.reward_scaler.scale(rewards, buffer.dones)
+            if learner.reward_scaler is not None:
+                rewards = learner.reward_scaler.scale(rewards, buffer.dones)
             # A truncated episode did not end: credit it with the value of where it stopped.
             bootstrapped = rewards + config.gamma * final_values * buffer.truncated
-            self.rollout_kernels.advantages(bootstrapped, next_value, config.gamma, config.gae_lambda)
+            learner.kernels.advantages(bootstrapped, next_value, config.gamma, config.gae_lambda)
 
-    def update(self) -> dict[str, torch.Tensor]:
-        """Learn from the rollout in ``self.buffer``; returns losses as device scalars."""
+    def update(self, learner: PolicyLearner) -> dict[str, torch.Tensor]:
+        """Learn from ``learner``'s rollout; returns losses as device scalars."""
         raise NotImplementedError
 
     def run_update(self) -> dict[str, torch.Tensor]:
-        """``update``, replayed as a CUDA graph when the update is captured."""
+        """``update`` of every learner, replayed as a CUDA graph when the update is captured.
+        Losses are named as in CleanRL for one policy, with ``/<policy>`` appended for several."""
         if self._update_graph is None:
-            return self.update()
+            return self._all_updates()
         self._update_graph()
         return self._losses
 
+    def _all_updates(self) -> dict[str, torch.Tensor]:
+        losses = {}
+        for learner in self.learners:
+            for name, value in self.update(learner).items():
+                losses[name if len(self.learners) == 1 else f"{name}/{learner.name}"] = value
+        return losses
+
     def _update_work(self) -> None:
         # Captured: the returned tensors are the graph's outputs, refreshed by every replay.
-        self._losses = self.update()
+        self._losses = self._all_updates()
 
-    def explained_variance(self) -> torch.Tensor:
+    def explained_variance(self, learner: PolicyLearner | None = None) -> torch.Tensor:
         """How much of the returns' variance the rollout's values explain (NaN for constant returns)."""
-        returns, values = self.buffer.returns, self.buffer.values
+        buffer = (learner or self.single).buffer
+        returns, values = buffer.returns, buffer.values
         variance = returns.var()
         return torch.where(variance > 0, 1 - (returns - values).var() / variance, torch.nan)
 
@@ -261,6 +320,7 @@ class OnPolicyTrainer:
         """Train until ``total_timesteps``; calls ``on_iteration(metrics)`` after each iteration.
 
         Writes ``config.yaml``, ``progress.csv`` and checkpoints when the trainer has a run_dir.
+        ``total_timesteps`` counts environment steps (not agent steps).
         """
         from warpsci.config import save_yaml
         from warpsci.run_log import RunLog
@@ -277,6 +337,8 @@ class OnPolicyTrainer:
 
             bar = tqdm(total=config.num_iterations * config.batch_size, initial=self.global_step, unit="step")
 
+        groups = self.group_names
+        one_group = len(groups) == 1
         history: list[dict[str, float]] = []
         start_time = time.perf_counter()
         if self.iteration == 0:
@@ -286,36 +348,52 @@ class OnPolicyTrainer:
         try:
             while self.iteration < config.num_iterations:
                 iteration_start = time.perf_counter()
-                learning_rate = self.learning_rate_at(self.iteration)
-                set_learning_rate(self.optimizer, learning_rate)
+                progress = self.iteration / config.num_iterations
+                for learner in self.learners:
+                    set_learning_rate(learner.optimizer, learner.learning_rate_at(self.iteration))
+                    learner.ent_coef.fill_(learner.entropy_coefficient_at(progress))
                 episode_stats = self.rollout_and_advantages()
                 losses = self.run_update()
-                if self.policy.obs_normalizer is not None:
-                    # After the update, so that the statistics are fixed within an iteration.
-                    self.policy.obs_normalizer.update(self.buffer.obs)
+                for learner in self.learners:
+                    if learner.policy.obs_normalizer is not None:
+                        # After the update, so that the statistics are fixed within an iteration.
+                        learner.policy.obs_normalizer.update(learner.buffer.obs)
                 self.iteration += 1
                 self.global_step += config.batch_size
 
                 # One host transfer per iteration for all the metrics.
                 names = list(losses)
                 recent = self.recent_episodes
-                window = torch.stack([recent.mean(), recent.seen.to(episode_stats.dtype)])
-                values = torch.cat([episode_stats, window, torch.stack([losses[n] for n in names])]).tolist()
-                returns_sum, lengths_sum, episodes, last100, episodes_seen = values[:5]
+                parts = []
+                for group in groups:
+                    ring = recent[group]
+                    parts += [episode_stats[group], torch.stack([ring.mean(), ring.seen.to(torch.float32)])]
+                parts.append(torch.stack([losses[n].float() for n in names]) if names else torch.zeros(0))
+                values = torch.cat([part.float().to(self.device) for part in parts]).tolist()
                 elapsed = time.perf_counter() - iteration_start
-                metrics = {
-                    "global_step": self.global_step,
-                    "iteration": self.iteration,
-                    "charts/episodic_return": returns_sum / episodes if episodes else math.nan,
-                    "charts/episodic_length": lengths_sum / episodes if episodes else math.nan,
-                    "charts/episodes": episodes,
-                    "charts/return_last100": last100,
-                    "charts/learning_rate": learning_rate,
-                    "charts/SPS": config.batch_size / elapsed,
-                    "time/elapsed_s": time.perf_counter() - start_time,
-                    **dict(zip(names, values[5:], strict=True)),
-                }
-                if episodes:
+                metrics: dict[str, float] = {"global_step": self.global_step, "iteration": self.iteration}
+                for index, group in enumerate(groups):
+                    returns_sum, lengths_sum, episodes, last100, seen = values[5 * index : 5 * index + 5]
+                    suffix = "" if one_group else f"/{group}"
+                    metrics[f"charts/episodic_return{suffix}"] = (
+                        returns_sum / episodes if episodes else math.nan
+                    )
+                    metrics[f"charts/episodic_length{suffix}"] = (
+                        lengths_sum / episodes if episodes else math.nan
+                    )
+                    metrics[f"charts/episodes{suffix}"] = episodes
+                    metrics[f"charts/return_last100{suffix}"] = last100
+                    if one_group:
+                        episodes_seen = seen
+                for learner in self.learners:
+                    suffix = "" if len(self.learners) == 1 else f"/{learner.name}"
+                    metrics[f"charts/learning_rate{suffix}"] = learner.learning_rate_at(self.iteration - 1)
+                    if learner.config.ent_coef_final is not None:
+                        metrics[f"charts/ent_coef{suffix}"] = learner.entropy_coefficient_at(progress)
+                metrics["charts/SPS"] = config.batch_size / elapsed
+                metrics["time/elapsed_s"] = time.perf_counter() - start_time
+                metrics.update(zip(names, values[5 * len(groups) :], strict=True))
+                if one_group and metrics["charts/episodes"]:
                     mean_return = metrics["charts/episodic_return"]
                 history.append(metrics)
                 if log is not None:
@@ -324,12 +402,24 @@ class OnPolicyTrainer:
                     on_iteration(metrics)
                 if bar is not None:
                     bar.update(config.batch_size)
-                    bar.set_postfix(SPS=f"{metrics['charts/SPS']:,.0f}", ret=f"{mean_return:.1f}")
+                    shown = {"SPS": f"{metrics['charts/SPS']:,.0f}"}
+                    if one_group:
+                        shown["ret"] = f"{mean_return:.1f}"
+                    else:
+                        shown.update(
+                            {group: f"{metrics[f'charts/return_last100/{group}']:.2f}" for group in groups}
+                        )
+                    bar.set_postfix(shown)
                 every = config.checkpoint_every
                 if self.run_dir is not None and every > 0 and self.iteration % every == 0:
                     self.save()
                 target = config.target_return
-                if target is not None and episodes_seen >= recent.size and last100 >= target:
+                if (
+                    target is not None
+                    and one_group
+                    and episodes_seen >= 100
+                    and metrics["charts/return_last100"] >= target
+                ):
                     solved_at = self.global_step
                     break
         finally:
@@ -339,6 +429,8 @@ class OnPolicyTrainer:
                 log.close()
             if bar is not None:
                 bar.close()
+        if not one_group and history:
+            mean_return = math.nan
         return TrainResult(
             global_step=self.global_step,
             iterations=self.iteration,
@@ -349,19 +441,63 @@ class OnPolicyTrainer:
         )
 
 
-def normalize_advantages(advantages: torch.Tensor) -> torch.Tensor:
-    """Advantages shifted to mean 0 and scaled to standard deviation 1 (``norm_adv``)."""
-    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+def build_learners(config: TrainConfig, env: WarpVectorEnv, capturable: bool) -> list[PolicyLearner]:
+    """One learner per agent group, or one for all groups with ``shared_policy``."""
+    groups = env.groups
+    names = [group.name for group in groups]
+    unknown = sorted(set(config.groups) - set(names))
+    if unknown:
+        raise ValueError(f"groups: unknown group(s) {unknown} for {config.env_id}; its groups are {names}")
+    if len(groups) > 1 and config.target_return is not None:
+        raise ValueError("target_return stops a run of one agent group; it has no meaning for several")
+    if config.shared_policy and len(groups) > 1:
+        first = groups[0]
+        for group in groups[1:]:
+            if group.observation_space != first.observation_space or group.action_space != first.action_space:
+                raise ValueError(
+                    f"shared_policy needs equal spaces; groups {first.name!r} and {group.name!r} differ"
+                )
+        if config.groups:
+            raise ValueError("with shared_policy the groups: overrides do not apply; remove one of them")
+        return [PolicyLearner("shared", tuple(groups), config, env, capturable)]
+    return [
+        PolicyLearner(group.name, (group,), config.for_group(group.name), env, capturable) for group in groups
+    ]
+
+
+def normalize_advantages(advantages: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Advantages shifted to mean 0 and scaled to standard deviation 1 (``norm_adv``), over the
+    rows with weight 1 when ``weights`` are given."""
+    if weights is None:
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    count = weights.sum().clamp(min=2.0)
+    mean = (advantages * weights).sum() / count
+    variance = ((advantages - mean).square() * weights).sum() / (count - 1)
+    return (advantages - mean) / (variance.sqrt() + 1e-8)
+
+
+def masked_mean(values: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """Mean of ``values``, or their weighted mean over rows with weight 1 (agents in the game)."""
+    if weights is None:
+        return values.mean()
+    return (values * weights).sum() / weights.sum().clamp(min=1.0)
 
 
 def actor_critic_loss(
-    config: TrainConfig, policy_loss: torch.Tensor, value_loss: torch.Tensor, entropy: torch.Tensor
+    config: TrainConfig,
+    policy_loss: torch.Tensor,
+    value_loss: torch.Tensor,
+    entropy: torch.Tensor,
+    ent_coef: torch.Tensor | float | None = None,
+    weights: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """What PPO and A2C minimise, ``policy_loss - ent_coef * mean(entropy) + vf_coef *
-    value_loss``, under ``"loss"``, and its parts (detached) under their log names."""
-    entropy_loss = entropy.mean()
+    value_loss``, under ``"loss"``, and its parts (detached) under their log names. ``ent_coef``
+    defaults to the config's; ``weights`` mask rows out of the entropy's mean."""
+    entropy_loss = masked_mean(entropy, weights)
+    coefficient = config.ent_coef if ent_coef is None else ent_coef
     return {
-        "loss": policy_loss - config.ent_coef * entropy_loss + config.vf_coef * value_loss,
+        "loss": policy_loss - coefficient * entropy_loss + config.vf_coef * value_loss,
         "losses/value_loss": value_loss.detach(),
         "losses/policy_loss": policy_loss.detach(),
         "losses/entropy": entropy_loss.detach(),
@@ -419,35 +555,6 @@ def build_policy(config: TrainConfig, env: WarpVectorEnv) -> ActorCritic:
         log_std_init=config.log_std_init,
         normalize_obs=config.normalize_obs,
     )
-
-
-def build_optimizer(
-    config: TrainConfig, policy: ActorCritic, capturable: bool = False
-) -> torch.optim.Optimizer:
-    """Adam (eps 1e-5) or RMSprop (alpha 0.99, eps 1e-5) over the policy's parameters.
-
-    ``capturable`` (for CUDA-graph replay) keeps the step counts and the learning rate in device
-    tensors, so that a replayed step reads the current learning rate; Adam then also uses torch's
-    fused kernel (one launch for every parameter instead of a dozen per step).
-    """
-    parameters = list(policy.parameters())
-    learning_rate: float | torch.Tensor = config.learning_rate
-    if capturable:
-        learning_rate = torch.tensor(config.learning_rate, device=parameters[0].device)
-    if config.optimizer == "rmsprop":
-        options = {"capturable": True} if capturable else {}
-        return torch.optim.RMSprop(parameters, lr=learning_rate, alpha=0.99, eps=1e-5, **options)
-    options = {"capturable": True, "fused": True} if capturable else {}
-    return torch.optim.Adam(parameters, lr=learning_rate, eps=1e-5, **options)
-
-
-def set_learning_rate(optimizer: torch.optim.Optimizer, value: float) -> None:
-    """Set every group's learning rate, in place where it is a tensor (a captured update reads it)."""
-    for group in optimizer.param_groups:
-        if isinstance(group["lr"], torch.Tensor):
-            group["lr"].fill_(value)
-        else:
-            group["lr"] = value
 
 
 def trainer_class(algo: str) -> type[OnPolicyTrainer]:
