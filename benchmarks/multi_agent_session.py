@@ -109,13 +109,15 @@ def throughput(num_envs: int, num_taggers: int, full: bool, device: str, steps: 
     }
 
 
-def end_to_end(num_envs: int, num_taggers: int, full: bool, algo: str, iterations: int = 6) -> dict:
+def end_to_end(
+    num_envs: int, num_taggers: int, full: bool, algo: str, iterations: int = 6, num_steps: int = 100
+) -> dict:
     """Training steps/s with one policy shared by both groups ([32, 32], WarpDrive's setting), 100-step
-    rollouts, the whole iteration graph-replayed; median over the iterations after two warm-ups."""
+    rollouts (10 at 1,000 agents: 100 would need 200M rollout rows), the whole iteration
+    graph-replayed; median over the iterations after two warm-ups."""
     from warpsci.config import TrainConfig
     from warpsci.trainer import make_trainer
 
-    num_steps = 100
     config = TrainConfig(
         env_id="TagGridworld-v0",
         algo=algo,
@@ -146,6 +148,7 @@ def end_to_end(num_envs: int, num_taggers: int, full: bool, algo: str, iteration
         "agents": agents,
         "observation": "full" if full else "partial",
         "network": "[32, 32] shared",
+        "num_steps": num_steps,
         "env_steps_per_s": rate,
         "agent_steps_per_s": rate * agents,
         "iteration_rates": rates,
@@ -222,7 +225,8 @@ def main(out_dir: str, parts: tuple[str, ...] = ("blocks", "parity", "env", "tra
         else [
             guarded(end_to_end, 2000, 4, True, "a2c"),
             guarded(end_to_end, 2000, 4, True, "ppo"),
-            guarded(end_to_end, 2000, 999, False, "a2c", 4),
+            guarded(end_to_end, 2000, 999, False, "a2c", 6, 10),
+            guarded(end_to_end, 2000, 999, False, "ppo", 6, 10),
         ]
     )
     (out / "multi_agent_session.json").write_text(json.dumps(report, indent=2))
