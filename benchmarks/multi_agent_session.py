@@ -115,8 +115,8 @@ def end_to_end(
     """Training steps/s with one policy shared by both groups ([32, 32], WarpDrive's setting), 100-step
     rollouts (10 at 1,000 agents: 100 would need 200M rollout rows), the whole iteration
     graph-replayed; median over the iterations after two warm-ups."""
+    from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig
-    from warpsci.trainer import make_trainer
 
     config = TrainConfig(
         env_id="TagGridworld-v0",

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from warpsci.algorithms import make_trainer
 from warpsci.config import TrainConfig
 from warpsci.networks import ActorCritic
 from warpsci.sampling import (
@@ -15,7 +16,7 @@ from warpsci.sampling import (
     sample_gaussian,
     sample_multi_categorical,
 )
-from warpsci.trainer import evaluate_policy, make_trainer
+from warpsci.trainer import evaluate_policy
 
 
 def test_gaussian_sampling_has_the_requested_moments_and_log_prob():

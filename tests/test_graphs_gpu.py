@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import warpsci
+from warpsci.algorithms import make_trainer
 from warpsci.bench import action_sampler
 from warpsci.config import TrainConfig
 from warpsci.graphs import GraphReplay
-from warpsci.trainer import make_trainer
 
 pytestmark = [
     pytest.mark.gpu,
@@ -91,7 +91,7 @@ def test_captured_training_equals_eager_training(env_id, algo):
 
 
 def test_resumed_captured_run_anneals_the_learning_rate(tmp_path):
-    from warpsci.trainer import resume_trainer
+    from warpsci.algorithms import resume_trainer
 
     iteration = 256 * 16
     config = TrainConfig(

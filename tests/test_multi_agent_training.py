@@ -12,9 +12,9 @@ import torch
 from multi_group_toy import TOY_GROUPS
 
 import warpsci
+from warpsci.algorithms import make_trainer, resume_trainer
 from warpsci.config import TrainConfig, load_yaml
 from warpsci.evaluation import evaluate_groups
-from warpsci.trainer import make_trainer, resume_trainer
 
 SMALL_TAG = Path(__file__).resolve().parents[1] / "examples" / "configs" / "tag_gridworld_small.yaml"
 if TOY_GROUPS.name not in warpsci.registered_ids():

@@ -18,9 +18,9 @@ import pytest
 from fresh_interpreter import run_script
 
 import warpsci
+from warpsci.algorithms import make_trainer
 from warpsci.config import TrainConfig
 from warpsci.testing import check_env
-from warpsci.trainer import make_trainer
 
 TESTS = Path(__file__).resolve().parent
 ENV_IDS = warpsci.registered_ids()

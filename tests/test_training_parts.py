@@ -198,7 +198,7 @@ def test_recent_episodes_keeps_the_last_hundred_in_order():
 
 
 def test_target_return_stops_training_early():
-    from warpsci.trainer import make_trainer
+    from warpsci.algorithms import make_trainer
 
     config = TrainConfig(
         env_id="CartPole-v1",
@@ -221,7 +221,7 @@ def test_target_return_stops_training_early():
 )
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
 def test_compiled_update_equals_the_eager_update(algo):
-    from warpsci.trainer import make_trainer
+    from warpsci.algorithms import make_trainer
 
     def one_iteration(compile: bool):
         config = TrainConfig(

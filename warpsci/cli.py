@@ -67,9 +67,10 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def command_train(args: argparse.Namespace) -> int:
     import warpsci  # noqa: F401  (registers the environments)
+    from warpsci.algorithms import make_trainer, resume_trainer
     from warpsci.config import TrainConfig
     from warpsci.registry import get_definition
-    from warpsci.trainer import evaluate_policy, make_trainer, resume_trainer
+    from warpsci.trainer import evaluate_policy
 
     if args.resume:
         overrides = {}

@@ -555,26 +555,3 @@ def build_policy(config: TrainConfig, env: WarpVectorEnv) -> ActorCritic:
         log_std_init=config.log_std_init,
         normalize_obs=config.normalize_obs,
     )
-
-
-def trainer_class(algo: str) -> type[OnPolicyTrainer]:
-    """The trainer of ``algo`` (``"ppo"`` or ``"a2c"``)."""
-    from warpsci.a2c import A2CTrainer
-    from warpsci.ppo import PPOTrainer
-
-    classes: dict[str, type[OnPolicyTrainer]] = {"ppo": PPOTrainer, "a2c": A2CTrainer}
-    if algo not in classes:
-        raise ValueError(f"algo must be one of {list(classes)}, got {algo!r}")
-    return classes[algo]
-
-
-def make_trainer(config: TrainConfig, run_dir: str | Path | None = None) -> OnPolicyTrainer:
-    """A PPO or A2C trainer, as ``config.algo`` says."""
-    return trainer_class(config.algo)(config, run_dir)
-
-
-def resume_trainer(run_dir: str | Path, **overrides: Any) -> OnPolicyTrainer:
-    """Continue the run in ``run_dir`` with the algorithm it was started with."""
-    payload = load_checkpoint(run_dir)
-    algo = overrides.get("algo", payload["config"].get("algo", "ppo"))
-    return trainer_class(algo).resume(run_dir, **overrides)
