@@ -104,3 +104,25 @@ def test_signature_description_names_named_tuple_fields():
     described = describe_signature((typeof(state), typeof(np.int64(3))))
     assert "x: array(float32, 2d, C)" in described and "theta_dot" in described
     assert described.endswith("int64)")
+
+
+def test_functions_of_an_unnamed_module_are_not_cached(tmp_path):
+    """A module executed from a path without an entry in sys.modules cannot be found again by a
+    process that loads the cache, so kernels reaching it compile in memory instead."""
+    import importlib.util
+
+    from warpsci.kernel_cache import source_fingerprint
+
+    source = tmp_path / "unnamed_env.py"
+    source.write_text("def step(x):\n    return x + 1\n")
+    spec = importlib.util.spec_from_file_location("unnamed_env", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert source_fingerprint(module.step) is None
+    import sys
+
+    sys.modules["unnamed_env"] = module
+    try:
+        assert source_fingerprint(module.step) is not None
+    finally:
+        del sys.modules["unnamed_env"]

@@ -79,6 +79,10 @@ def source_fingerprint(function: Callable) -> str | None:
         path = inspect.getsourcefile(python_function)
         if path is None or not os.path.isfile(path):
             return None
+        if python_function.__module__ not in sys.modules:
+            # A module loaded from a path without a name in sys.modules: Numba would pickle its
+            # functions as '<dynamic>', an entry no later process can load. Compile in memory.
+            return None
         files.add(path)
         constants.append(f"{python_function.__module__}.{python_function.__qualname__}")
         for index, cell in enumerate(python_function.__closure__ or ()):
