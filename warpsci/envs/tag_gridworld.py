@@ -235,22 +235,11 @@ def move_agent(state, params, actions, env, agent, key):
         y += 1
     elif action == 4:
         y -= 1
-    clipped = False
-    if x < 0:
-        x = 0
-        clipped = True
-    elif x > params.grid_length:
-        x = params.grid_length
-        clipped = True
-    if y < 0:
-        y = 0
-        clipped = True
-    elif y > params.grid_length:
-        y = params.grid_length
-        clipped = True
-    state.x[env, agent] = x
-    state.y[env, agent] = y
-    if clipped:
+    clipped_x = min(max(x, 0), params.grid_length)
+    clipped_y = min(max(y, 0), params.grid_length)
+    state.x[env, agent] = clipped_x
+    state.y[env, agent] = clipped_y
+    if clipped_x != x or clipped_y != y:
         return -params.wall_hit_penalty
     return np.float32(0.0)
 
