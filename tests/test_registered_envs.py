@@ -72,7 +72,9 @@ def parity_reports() -> dict[str, dict]:
         f"""
         import dataclasses, json, sys
         sys.path.insert(0, {str(TESTS)!r})
-        import warpsci, action_toys
+        import warpsci, action_toys, multi_group_toy
+        if multi_group_toy.TOY_GROUPS.name not in warpsci.registered_ids():
+            warpsci.register(multi_group_toy.TOY_GROUPS)  # registered by another test module
         from warpsci.testing import check_parity
         for env_id in {ENV_IDS!r}:
             params = warpsci.get_definition(env_id).default_params()
