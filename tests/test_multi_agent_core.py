@@ -21,7 +21,8 @@ TESTS = Path(__file__).resolve().parent
 
 def test_several_blocks_per_environment_equal_one_block_under_the_simulator():
     """Five agents on one block, on two blocks of three threads and on three of two: the CUDA kernels
-    (simulated) equal the CPU kernels exactly after every step, autoresets and agents leaving included."""
+    (simulated) equal the CPU kernels exactly after every step, autoresets and agents leaving included;
+    Tag gridworld with full and partial observations."""
     script = textwrap.dedent(
         f"""
         import sys
@@ -31,7 +32,9 @@ def test_several_blocks_per_environment_equal_one_block_under_the_simulator():
         for threads in (None, 3, 2):
             report = check_parity(TOY_GROUPS, num_envs=3, steps=20, threads_per_block=threads, atol=0.0)
             print("toy", threads, report.ok, report.episodes_ended)
-            tag = {{"num_taggers": 4, "grid_length": 3, "episode_length": 6}}
+            # Partial observations: the runner's nearest tagger is an atomic min over the taggers.
+            full = threads == 3
+            tag = {{"num_taggers": 4, "grid_length": 3, "episode_length": 6, "use_full_observation": full}}
             report = check_parity("TagGridworld-v0", num_envs=3, steps=20, threads_per_block=threads,
                                   atol=0.0, params=tag)
             print("tag", threads, report.ok, report.episodes_ended)

@@ -341,9 +341,11 @@ def test_without_reset_pool_every_reset_is_the_default_start():
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        (dict(num_taggers=0), "num_taggers must be an integer >= 1, got 0"),
-        (dict(num_taggers=2.5), "num_taggers must be an integer >= 1, got 2.5"),
-        (dict(grid_length=0), "grid_length must be an integer >= 1, got 0"),
+        (dict(num_taggers=0), "num_taggers must be an integer in \\[1, 2097150\\], got 0"),
+        (dict(num_taggers=2.5), "num_taggers must be an integer in \\[1, 2097150\\], got 2.5"),
+        (dict(num_taggers=2**21), "num_taggers must be an integer in \\[1, 2097150\\], got 2097152"),
+        (dict(grid_length=0), "grid_length must be an integer in \\[1, 1048576\\], got 0"),
+        (dict(grid_length=2**20 + 1), "grid_length must be an integer in \\[1, 1048576\\], got 1048577"),
         (dict(episode_length=0), "episode_length must be an integer >= 1, got 0"),
         (dict(seed=-1), "seed must be an integer >= 0, got -1"),
         (dict(seed=2**32), "seed must be below 2\\*\\*32"),

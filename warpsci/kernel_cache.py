@@ -121,15 +121,18 @@ def cached_njit(**options: Any) -> Callable[[Callable], Any]:
     return decorate
 
 
-def cached_cuda_jit(function: Callable) -> Any:
-    """``numba.cuda.jit(function)`` with the source-keyed disk cache (not under the simulator)."""
+def cached_cuda_jit(function: Callable, max_registers: int | None = None) -> Any:
+    """``numba.cuda.jit(function)`` with the source-keyed disk cache (not under the simulator);
+    ``max_registers`` caps the registers per thread (default: the compiler's choice)."""
     from numba import config, cuda
 
-    kernel = cuda.jit(function)
+    options = {} if max_registers is None or config.ENABLE_CUDASIM else {"max_registers": max_registers}
+    kernel = cuda.jit(function, **options)
     if config.ENABLE_CUDASIM or not caching_enabled():
         return kernel
     fingerprint = source_fingerprint(function)
     if fingerprint is not None:
+        fingerprint += f"-registers{max_registers}"
         kernel._cache = _source_keyed_cuda_cache_class()(function, fingerprint)
     return kernel
 

@@ -43,6 +43,8 @@ MAX_FUSED_THREADS = 256
 #: The most agents an environment has in one block by default (16 per thread of 256); wider
 #: environments span several blocks, one launch per stage.
 MAX_FUSED_AGENTS = 16 * MAX_FUSED_THREADS
+#: Registers per thread of the one-block kernels (None: the compiler's choice).
+FUSED_MAX_REGISTERS: int | None = None
 
 
 def default_threads_per_block(num_agents: int) -> int:
@@ -175,8 +177,12 @@ def _device_function(function):
     return cuda.jit(device=True)(function)
 
 
-@functools.cache
 def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool):
+    return _compile_fused_with(definition, use_barriers, FUSED_MAX_REGISTERS)
+
+
+@functools.cache
+def _compile_fused_with(definition: EnvironmentDefinition, use_barriers: bool, max_registers: int | None):
     stages = make_kernel_stages(definition)
     barrier = _block_barrier if use_barriers else _no_barrier
     reset_sequence = sequence(stages.reset, _device_function, barrier)
@@ -188,7 +194,9 @@ def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool):
     # division. Indices are uint32: Numba wraps negative signed indices around (idx += size when
     # idx < 0) on every array access, unsigned ones it need not (profiled, see BENCHMARKS.md).
 
-    @cached_cuda_jit
+    jit = functools.partial(cached_cuda_jit, max_registers=max_registers)
+
+    @jit
     def reset_kernel(state, params, buffers, run):
         num_envs, num_agents = buffers.rewards.shape
         env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
@@ -199,7 +207,7 @@ def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool):
             state, params, buffers, run, env, live, first, np.uint32(cuda.blockDim.x), num_agents, keys
         )
 
-    @cached_cuda_jit
+    @jit
     def step_kernel(state, params, buffers, run):
         num_envs, num_agents = buffers.rewards.shape
         env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
@@ -210,7 +218,7 @@ def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool):
             state, params, buffers, run, env, live, first, np.uint32(cuda.blockDim.x), num_agents, keys
         )
 
-    @cached_cuda_jit
+    @jit
     def random_steps_kernel(state, params, buffers, run, num_steps):
         num_envs, num_agents = buffers.rewards.shape
         env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)

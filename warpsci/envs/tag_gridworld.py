@@ -41,6 +41,7 @@ import numbers
 import gymnasium
 import numpy as np
 
+from warpsci.atomics import atomic_min
 from warpsci.environment import (
     AgentGroup,
     AgentStage,
@@ -55,6 +56,12 @@ from warpsci.random import integer
 RESET_POOL_SIZE = 5
 #: Number of actions: stay, +x, -x, +y, -y.
 NUM_ACTIONS = 5
+#: Largest ``grid_length`` and ``num_taggers``: a squared distance times the agent count, plus an
+#: agent id, must fit an int64 (the runner's nearest tagger is an atomic min over such keys).
+MAX_GRID_LENGTH = 2**20
+MAX_TAGGERS = 2**21 - 2
+#: "No tagger yet" for the nearest-tagger key.
+NO_KEY = np.int64(2**63 - 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +84,8 @@ class TagGridworldParams:
     use_reset_pool: bool = False  #: resets pick start tables from a pool of 5 (needs L >= 2)
 
     def __post_init__(self) -> None:
-        _check_int("num_taggers", self.num_taggers, 1)
-        _check_int("grid_length", self.grid_length, 1)
+        _check_int("num_taggers", self.num_taggers, 1, MAX_TAGGERS)
+        _check_int("grid_length", self.grid_length, 1, MAX_GRID_LENGTH)
         _check_int("episode_length", self.episode_length, 1)
         if self.seed is not None:
             _check_int("seed", self.seed, 0)
@@ -105,9 +112,11 @@ class TagGridworldParams:
         return self.num_taggers + 1
 
 
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+def _check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not integral or value < minimum or (maximum is not None and value > maximum):
+        accepted = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be an integer {accepted}, got {value!r}")
 
 
 def _start_tuple(name: str, value: object, num_agents: int, grid_length: int) -> tuple[int, ...]:
@@ -188,15 +197,27 @@ STATE_FIELDS = (
     StateField("y", np.int32),
     StateField("t", np.int32, per_agent=False),  # steps taken in the episode
     StateField("tagged", np.int32, per_agent=False),  # 1 once a tagger shares the runner's cell
+    # Partial observations: min over taggers of squared distance to the runner * N + tagger id.
+    StateField("nearest_key", np.int64, per_agent=False),
     StateField("pool_index_x", np.int32, per_agent=False),  # pool row of this episode's start x
     StateField("pool_index_y", np.int32, per_agent=False),  # pool row of this episode's start y
 )
 
 
 @agent_function
+def offer_nearest(state, env, tagger, x, y, runner_x, runner_y):
+    """Take part in the atomic min that finds the tagger nearest the runner (ties: lowest id)."""
+    dx = np.int64(x) - np.int64(runner_x)
+    dy = np.int64(y) - np.int64(runner_y)
+    num_agents = np.int64(state.x.shape[1])
+    atomic_min(state.nearest_key, env, (dx * dx + dy * dy) * num_agents + np.int64(tagger))
+
+
+@agent_function
 def reset_environment(state, params, env, key):
     state.t[env] = 0
     state.tagged[env] = 0
+    state.nearest_key[env] = NO_KEY
     if params.use_reset_pool:
         rows = params.pool_x.shape[0]
         state.pool_index_x[env] = integer(key, 0, rows)
@@ -208,17 +229,27 @@ def reset_environment(state, params, env, key):
 
 @agent_function
 def reset_agent(state, params, env, agent, key):
+    runner = state.x.shape[1] - 1
     if params.use_reset_pool:
-        state.x[env, agent] = params.pool_x[state.pool_index_x[env], agent]
-        state.y[env, agent] = params.pool_y[state.pool_index_y[env], agent]
+        row_x, row_y = state.pool_index_x[env], state.pool_index_y[env]
+        x, y = params.pool_x[row_x, agent], params.pool_y[row_y, agent]
+        runner_x, runner_y = params.pool_x[row_x, runner], params.pool_y[row_y, runner]
     else:
-        state.x[env, agent] = params.start_x[agent]
-        state.y[env, agent] = params.start_y[agent]
+        x, y = params.start_x[agent], params.start_y[agent]
+        runner_x, runner_y = params.start_x[runner], params.start_y[runner]
+    state.x[env, agent] = x
+    state.y[env, agent] = y
+    # The runner's start comes from the tables too, so no barrier is needed before comparing.
+    if not params.use_full_observation and np.int64(agent) != runner:
+        offer_nearest(state, env, agent, x, y, runner_x, runner_y)
 
 
 @agent_function
 def advance_clock(state, params, actions, rewards, env, key):
+    """The clock, after the moves; clears the tag and the nearest-tagger search for this step."""
     state.t[env] += 1
+    state.tagged[env] = 0
+    state.nearest_key[env] = NO_KEY
 
 
 @agent_function
@@ -245,16 +276,18 @@ def move_agent(state, params, actions, env, agent, key):
 
 
 @agent_function
-def check_tag(state, params, actions, rewards, env, key):
-    """Tagged if any tagger ends the step on the runner's cell."""
+def find_runner(state, params, actions, env, agent, key):
+    """Each tagger, in parallel after every move: on the runner's cell, the runner is tagged; with
+    partial observations, offer the distance for the runner's nearest tagger. No reward."""
     runner = state.x.shape[1] - 1
-    runner_x = state.x[env, runner]
-    runner_y = state.y[env, runner]
-    tagged = 0
-    for tagger in range(runner):
-        if state.x[env, tagger] == runner_x and state.y[env, tagger] == runner_y:
-            tagged = 1
-    state.tagged[env] = tagged
+    if np.int64(agent) != runner:
+        x, y = state.x[env, agent], state.y[env, agent]
+        runner_x, runner_y = state.x[env, runner], state.y[env, runner]
+        if x == runner_x and y == runner_y:
+            state.tagged[env] = 1  # every writer writes the same value
+        if not params.use_full_observation:
+            offer_nearest(state, env, agent, x, y, runner_x, runner_y)
+    return np.float32(0.0)
 
 
 @agent_function
@@ -286,15 +319,7 @@ def observe_agent(state, params, obs, env, agent):
     own_x = state.x[env, agent]
     own_y = state.y[env, agent]
     if np.int64(agent) == runner:
-        other = 0
-        best = np.int64(-1)
-        for tagger in range(runner):
-            dx = np.int64(state.x[env, tagger]) - np.int64(own_x)
-            dy = np.int64(state.y[env, tagger]) - np.int64(own_y)
-            distance = dx * dx + dy * dy
-            if best < 0 or distance < best:
-                best = distance
-                other = tagger
+        other = state.nearest_key[env] % np.int64(num_agents)
         agent_type = np.float32(1.0)
     else:
         other = runner
@@ -333,9 +358,9 @@ TAG_GRIDWORLD = EnvironmentDefinition(
     reset_environment=reset_environment,
     reset_agent=reset_agent,
     step_stages=(
-        EnvironmentStage(advance_clock),
         AgentStage(move_agent),
-        EnvironmentStage(check_tag),
+        EnvironmentStage(advance_clock),
+        AgentStage(find_runner),
         AgentStage(reward_agent),
     ),
     observe_agent=observe_agent,
