@@ -59,15 +59,15 @@ def env_only(
     fused_threads: int, num_envs: int, taggers: int, full: bool, steps: int, registers: int | None = None
 ) -> dict:
     cuda_backend.MAX_FUSED_THREADS = fused_threads
-    cuda_backend.FUSED_MAX_REGISTERS = registers
+    cuda_backend.WIDE_MAX_REGISTERS = registers
     try:
         row = session.throughput(num_envs, taggers, full, "cuda", steps, repeats=5)
         env = session.tag(num_envs, taggers, full)
         kernel = env._kernels._fused[2] if not env._kernels.multi_block else None
         row["regs_per_thread"] = str(kernel.get_regs_per_thread()) if kernel is not None else None
     finally:
-        cuda_backend.MAX_FUSED_THREADS = 256
-        cuda_backend.FUSED_MAX_REGISTERS = None
+        cuda_backend.MAX_FUSED_THREADS = 128
+        cuda_backend.WIDE_MAX_REGISTERS = 64
     row["fused_threads"] = fused_threads
     row["max_registers"] = registers
     return row
@@ -96,51 +96,75 @@ def update_precision(num_envs: int, taggers: int) -> dict:
     return result
 
 
-def trainer_for(num_envs: int, taggers: int, compile_update: bool, graphs: bool, num_steps: int = 10):
+def trainer_for(
+    num_envs: int,
+    taggers: int,
+    compile_update: bool,
+    graphs: bool,
+    num_steps: int = 10,
+    fused: bool = True,
+    algo: str = "a2c",
+    full: bool = False,
+):
     from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig
 
     config = TrainConfig(
         env_id="TagGridworld-v0",
-        algo="a2c",
+        algo=algo,
         device="cuda",
         num_envs=num_envs,
         num_steps=num_steps,
         total_timesteps=num_envs * num_steps * 8,
-        num_minibatches=1,
-        update_epochs=1,
+        num_minibatches=1 if algo == "a2c" else 4,
+        update_epochs=1 if algo == "a2c" else 4,
         hidden_sizes=(32, 32),
         shared_policy=True,
         anneal_lr=False,
         compile=compile_update,
         capture_graphs=graphs,
+        fused_mlp=fused,
         env_params={
             "num_taggers": taggers,
             "grid_length": 100,
             "episode_length": 100,
-            "use_full_observation": False,
+            "use_full_observation": full,
         },
     )
     return make_trainer(config)
 
 
-def end_to_end(num_envs: int, taggers: int, compile_update: bool) -> dict:
-    trainer = trainer_for(num_envs, taggers, compile_update, graphs=True)
+def end_to_end(
+    num_envs: int,
+    taggers: int,
+    compile_update: bool,
+    fused: bool = True,
+    algo: str = "a2c",
+    num_steps: int = 10,
+    full: bool = False,
+) -> dict:
+    trainer = trainer_for(
+        num_envs, taggers, compile_update, graphs=True, num_steps=num_steps, fused=fused, algo=algo, full=full
+    )
     rates = []
     trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS"]))
     return {
         "envs": num_envs,
         "agents": taggers + 1,
         "compile": compile_update,
+        "fused": fused,
+        "algo": algo,
+        "num_steps": num_steps,
+        "observation": "full" if full else "partial",
         "env_steps_per_s": statistics.median(rates[2:]),
         "rates": rates,
     }
 
 
-def profile_iteration(out: Path, num_envs: int, taggers: int) -> dict:
+def profile_iteration(out: Path, num_envs: int, taggers: int, fused: bool = True) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
-    trainer = trainer_for(num_envs, taggers, compile_update=False, graphs=False)
+    trainer = trainer_for(num_envs, taggers, compile_update=False, graphs=False, fused=fused)
     trainer.env.reset()
     for _ in range(2):
         trainer.rollout_and_advantages()
@@ -164,23 +188,15 @@ def profile_iteration(out: Path, num_envs: int, taggers: int) -> dict:
         trainer.run_update()
         torch.cuda.synchronize()
     table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=40)
-    (out / f"profile_{num_envs}x{taggers + 1}.txt").write_text(table)
-    return {"envs": num_envs, "agents": taggers + 1, "phase_ms": phases}
+    (out / f"profile_{num_envs}x{taggers + 1}_fused{int(fused)}.txt").write_text(table)
+    return {"envs": num_envs, "agents": taggers + 1, "fused": fused, "phase_ms": phases}
 
 
 def sweep(out: Path) -> None:
     """Registers per thread against threads per block for the one-block kernels."""
     rows = [session.guarded(update_precision, 2000, 999)]
     print("update ms", rows[0])
-    for registers, threads in (
-        (None, 256),
-        (64, 256),
-        (64, 512),
-        (64, 1024),
-        (96, 256),
-        (96, 512),
-        (48, 1024),
-    ):
+    for registers, threads in ((64, 128), (48, 128), (56, 128), (64, 64), (None, 256)):
         row = session.guarded(env_only, threads, 2000, 999, False, 200, registers)
         rows.append(row)
         if "error" not in row:
@@ -188,15 +204,34 @@ def sweep(out: Path) -> None:
                 f"2000x1000 partial regs<={registers} threads={threads} used={row['regs_per_thread']} "
                 f"rollout {row['rollout_env_steps_per_s']:.4g} step {row['step_env_steps_per_s']:.4g}"
             )
-    for registers in (None, 64):
-        row = session.guarded(env_only, 256, 2000, 4, True, 1000, registers)
-        rows.append(row)
-        if "error" not in row:
-            print(
-                f"2000x5 full regs<={registers} used={row['regs_per_thread']} "
-                f"rollout {row['rollout_env_steps_per_s']:.4g} step {row['step_env_steps_per_s']:.4g}"
-            )
     (out / "sweep.json").write_text(json.dumps(rows, indent=2))
+
+
+def training(out: Path) -> None:
+    """End to end with and without the fused MLP kernels."""
+    rows = [session.guarded(profile_iteration, out, 2000, 999, True)]
+    print("profile fused", rows[-1])
+    cases = [
+        (2000, 999, False, True), (2000, 999, False, True, "ppo"),
+        (2000, 4, False, True, "a2c", 100, True), (2000, 4, False, True, "ppo", 100, True),
+    ]  # fmt: skip
+    if "fused-only" not in sys.argv[2:]:
+        cases += [(2000, 999, False, False), (2000, 4, False, False, "a2c", 100, True),
+                  (2000, 4, False, False, "ppo", 100, True)]  # fmt: skip
+    for args in cases:
+        row = session.guarded(end_to_end, *args)
+        rows.append(row)
+        print(
+            "e2e",
+            {
+                k: row.get(k)
+                for k in ("algo", "envs", "agents", "fused", "num_steps", "env_steps_per_s", "error")
+            },
+        )
+    (out / "training.json").write_text(json.dumps(rows, indent=2))
+    table = out / "profile_2000x1000_fused1.txt"
+    if table.exists():
+        print(table.read_text()[:5000])
 
 
 def main(out_dir: str) -> None:
@@ -204,6 +239,9 @@ def main(out_dir: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     if "sweep" in sys.argv[2:]:
         sweep(out)
+    if "training" in sys.argv[2:]:
+        training(out)
+    if sys.argv[2:]:
         return
     report: dict = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d")}
     report["parity"] = session.guarded(parity_partial)
@@ -243,7 +281,7 @@ def main(out_dir: str) -> None:
     print("profile", report["profile"])
     for row in report["end_to_end"]:
         print("e2e", {k: row.get(k) for k in ("envs", "agents", "compile", "env_steps_per_s", "error")})
-    table = out / "profile_2000x1000.txt"
+    table = out / "profile_2000x1000_fused1.txt"
     if table.exists():
         print(table.read_text()[:6000])
 

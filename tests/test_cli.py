@@ -244,3 +244,15 @@ def test_compile_flag_sets_the_config_field():
     without = resolve_train_config(parser.parse_args(["train", "CartPole-v1", "--device", "cpu"]))
     assert with_flag["compile"] is True
     assert without.get("compile", False) is False
+
+
+def test_fused_mlp_flag_sets_the_config_field():
+    from warpsci.cli import build_parser, resolve_train_config
+
+    parser = build_parser()
+    with_flag = resolve_train_config(
+        parser.parse_args(["train", "TagGridworld-v0", "--fused-mlp", "--device", "cpu"])
+    )
+    without = resolve_train_config(parser.parse_args(["train", "TagGridworld-v0", "--device", "cpu"]))
+    assert with_flag["fused_mlp"] is True
+    assert without.get("fused_mlp", False) is False

@@ -59,6 +59,7 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
         "algo": args.algo,
         "target_return": args.target_return,
         "compile": True if args.compile else None,
+        "fused_mlp": True if args.fused_mlp else None,
     }
     data.update({key: value for key, value in flags.items() if value is not None})
     data.setdefault("device", default_device())
@@ -321,6 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--compile", action="store_true", help="torch.compile the update's loss (TrainConfig.compile)"
+    )
+    train.add_argument(
+        "--fused-mlp",
+        action="store_true",
+        help="on CUDA, the networks as fused Triton kernels (TrainConfig.fused_mlp; opt-in)",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.set_defaults(handler=command_train)

@@ -44,6 +44,7 @@ class PolicyLearner:
             config.hidden_sizes,
             log_std_init=config.log_std_init,
             normalize_obs=config.normalize_obs,
+            fused=config.fused_mlp,
         ).to(device)
         self.optimizer = build_optimizer(config, self.policy, capturable=capturable)
         self.reward_scaler = (

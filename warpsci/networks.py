@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from warpsci.fused_mlp import fused_mlp
 from warpsci.normalization import ObservationNormalizer
 from warpsci.sampling import (
     MASKED_LOGIT,
@@ -68,6 +69,9 @@ class ActorCritic(nn.Module):
         log_std_init: Initial log standard deviation of Gaussian actions (Box only). Default 0.
         normalize_obs: Normalise observations by running statistics (updated by the trainer through
             ``obs_normalizer.update``; saved with the weights). Default False.
+        fused: Run two-hidden-layer networks on CUDA through the fused Triton kernels of
+            :mod:`warpsci.fused_mlp` (hidden activations never stored; equal up to float rounding).
+            Default False (see that module's status).
     """
 
     def __init__(
@@ -77,8 +81,10 @@ class ActorCritic(nn.Module):
         hidden_sizes: tuple[int, ...] = (64, 64),
         log_std_init: float = 0.0,
         normalize_obs: bool = False,
+        fused: bool = False,
     ) -> None:
         super().__init__()
+        self.fused = fused
         self.action_shape, self.action_dtype = action_layout(action_space)
         if isinstance(action_space, gymnasium.spaces.Discrete):
             self.kind, num_outputs = "discrete", int(action_space.n)
@@ -120,15 +126,18 @@ class ActorCritic(nn.Module):
         """Observations as the networks see them."""
         return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
 
+    def _run(self, network: nn.Sequential, features: torch.Tensor) -> torch.Tensor:
+        return fused_mlp(network, features) if self.fused else network(features)
+
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, shaped ``obs.shape[:-1]``."""
-        return self.critic(self.normalize(obs)).squeeze(-1)
+        return self._run(self.critic, self.normalize(obs)).squeeze(-1)
 
     def actor_output(self, obs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """What the action distribution is built from: logits (Discrete), padded logits
         ``(..., k, n_max)`` (MultiDiscrete) or means (Box). ``mask`` (bool, ``(..., n)`` or
         ``(..., sum(nvec))``) gives the logits of disallowed actions :data:`MASKED_LOGIT`."""
-        return self._head(self.actor(self.normalize(obs)), mask)
+        return self._head(self._run(self.actor, self.normalize(obs)), mask)
 
     def _head(self, out: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The actor's raw output as the distribution takes it (padded per component for
@@ -164,11 +173,11 @@ class ActorCritic(nn.Module):
         """``(log_prob, entropy, value)`` of given actions (under action masks ``mask``), for the
         update."""
         features = self.normalize(obs)
-        out = self._head(self.actor(features), mask)
+        out = self._head(self._run(self.actor, features), mask)
         if self.kind == "discrete":
             log_prob, entropy = categorical_log_prob_entropy(out, actions)
         elif self.kind == "multi_discrete":
             log_prob, entropy = multi_categorical_log_prob_entropy(out, actions)
         else:
             log_prob, entropy = gaussian_log_prob_entropy(out, self.actor_logstd, actions)
-        return log_prob, entropy, self.critic(features).squeeze(-1)
+        return log_prob, entropy, self._run(self.critic, features).squeeze(-1)

@@ -554,4 +554,5 @@ def build_policy(config: TrainConfig, env: WarpVectorEnv) -> ActorCritic:
         config.hidden_sizes,
         log_std_init=config.log_std_init,
         normalize_obs=config.normalize_obs,
+        fused=config.fused_mlp,
     )

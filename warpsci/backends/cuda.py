@@ -37,22 +37,27 @@ from warpsci.kernel_cache import cached_cuda_jit
 DEFAULT_THREADS_PER_BLOCK = 128
 #: The most threads a CUDA block can have.
 MAX_THREADS_PER_BLOCK = 1024
-#: The widest default block: a whole reset or step in one kernel needs more registers per thread
-#: than a 1024-thread block can have (on the H100 such a launch fails with "out of resources").
-MAX_FUSED_THREADS = 256
-#: The most agents an environment has in one block by default (16 per thread of 256); wider
+#: The block of an environment wider than :data:`DEFAULT_THREADS_PER_BLOCK` agents: its threads take
+#: several agents each. Small blocks with few registers win: a stage waits for the slowest agent of
+#: its block, and the more blocks an SM holds at once, the more of that wait other blocks fill
+#: (H100, Tag gridworld 2,000 x 1,000, env steps/s: 256 threads 6.4M, 256 capped at 64 registers
+#: 9.9M, 128 capped at 64 registers 13.4M, 512 or 1,024 threads 4.7M; BENCHMARKS.md).
+MAX_FUSED_THREADS = 128
+#: Register cap of the one-block kernels of such wide environments (uncapped, the compiler takes
+#: about 90; narrow environments are faster uncapped).
+WIDE_MAX_REGISTERS: int | None = 64
+#: The most agents an environment has in one block by default (32 per thread of 128); wider
 #: environments span several blocks, one launch per stage.
-MAX_FUSED_AGENTS = 16 * MAX_FUSED_THREADS
-#: Registers per thread of the one-block kernels (None: the compiler's choice).
-FUSED_MAX_REGISTERS: int | None = None
+MAX_FUSED_AGENTS = 4096
 
 
 def default_threads_per_block(num_agents: int) -> int:
-    """128, or enough whole warps for every agent of an environment to have a thread of one block,
-    up to :data:`MAX_FUSED_THREADS`; wider environments span several blocks of that size."""
+    """:data:`DEFAULT_THREADS_PER_BLOCK` (several narrow environments share a block), or
+    :data:`MAX_FUSED_THREADS` for wider environments, whose threads take several agents each (up
+    to :data:`MAX_FUSED_AGENTS`; wider ones span several blocks of this size)."""
     if num_agents <= DEFAULT_THREADS_PER_BLOCK:
         return DEFAULT_THREADS_PER_BLOCK
-    return min(MAX_FUSED_THREADS, 32 * ((num_agents + 31) // 32))
+    return MAX_FUSED_THREADS
 
 
 class CudaKernels:
@@ -89,8 +94,9 @@ class CudaKernels:
         spans = explicit or num_agents > MAX_FUSED_AGENTS
         self.blocks_per_env = (num_agents + threads_per_block - 1) // threads_per_block if spans else 1
         if self.blocks_per_env == 1:
-            self._fused = _compile_fused(definition, num_agents > 1)
             agent_threads = min(num_agents, threads_per_block)
+            registers = WIDE_MAX_REGISTERS if num_agents > agent_threads else None
+            self._fused = _compile_fused(definition, num_agents > 1, registers)
             envs_per_block = max(1, threads_per_block // agent_threads)
             self.block: tuple[int, ...] = (agent_threads, envs_per_block)
             self.grid = (num_envs + envs_per_block - 1) // envs_per_block
@@ -177,12 +183,8 @@ def _device_function(function):
     return cuda.jit(device=True)(function)
 
 
-def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool):
-    return _compile_fused_with(definition, use_barriers, FUSED_MAX_REGISTERS)
-
-
 @functools.cache
-def _compile_fused_with(definition: EnvironmentDefinition, use_barriers: bool, max_registers: int | None):
+def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool, max_registers: int | None = None):
     stages = make_kernel_stages(definition)
     barrier = _block_barrier if use_barriers else _no_barrier
     reset_sequence = sequence(stages.reset, _device_function, barrier)

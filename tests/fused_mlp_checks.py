@@ -1,0 +1,127 @@
+"""Checks of the fused MLP kernels, run by ``test_fused_mlp.py`` in a fresh interpreter with
+``TRITON_INTERPRET=1`` (Triton decides at import whether its kernels are interpreted, so the checks
+must not share a process with tests that want compiled kernels). Each check raises AssertionError
+with what differed."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import torch
+
+from warpsci.fused_mlp import can_fuse, fused_mlp
+from warpsci.networks import ActorCritic, mlp
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+def forward_and_gradients_match_float64() -> None:
+    """Outputs and weight gradients equal a float64 autograd reference: row counts that do not fill
+    a block and that make each backward program loop over several blocks, widths that are not
+    powers of two, wider than 16 and up to 128."""
+    generator = torch.Generator().manual_seed(7)
+    cases = ((1, 6, (32, 32), 5), (300, 6, (32, 32), 5), (1100, 4, (64, 64), 1), (37, 21, (24, 40), 3),
+             (130, 128, (128, 96), 17))  # fmt: skip
+    for rows, n_in, hidden, n_out in cases:
+        net = mlp(n_in, hidden, n_out, out_gain=1.0)
+        with torch.no_grad():
+            for parameter in net.parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.4)
+        x = torch.randn(rows, n_in, generator=generator)
+        weights = torch.randn(rows, n_out, generator=generator)
+        assert can_fuse(net, x), (rows, n_in, hidden, n_out)
+        out = fused_mlp(net, x, precision="ieee")
+        (out * weights).sum().backward()
+        fused_grads = [parameter.grad.clone() for parameter in net.parameters()]
+        reference = net.double()
+        reference.zero_grad()
+        expected = reference(x.double())
+        (expected * weights.double()).sum().backward()
+        error = _relative(out, expected)
+        assert error < 1e-5, f"outputs differ by {error:.2e} for {(rows, n_in, hidden, n_out)}"
+        for (name, parameter), grad in zip(reference.named_parameters(), fused_grads, strict=True):
+            error = _relative(grad, parameter.grad)
+            assert error < 1e-5, (
+                f"gradient of {name} differs by {error:.2e} for {(rows, n_in, hidden, n_out)}"
+            )
+
+
+def leading_dimensions_are_kept() -> None:
+    net = mlp(6, (32, 32), 5, out_gain=1.0)
+    x = torch.randn(3, 7, 6)
+    out = fused_mlp(net, x, precision="ieee")
+    assert out.shape == (3, 7, 5), out.shape
+    assert torch.allclose(out, net(x), atol=1e-5)
+
+
+def only_supported_networks_are_fused() -> None:
+    x = torch.randn(4, 6)
+    assert can_fuse(mlp(6, (8, 8), 2, 1.0), x)
+    assert not can_fuse(mlp(6, (8,), 2, 1.0), x), "one hidden layer"
+    assert not can_fuse(mlp(6, (8, 8, 8), 2, 1.0), x), "three hidden layers"
+    assert not can_fuse(mlp(6, (8, 129), 2, 1.0), x), "wider than 128"
+    relu = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.ReLU(),
+                               torch.nn.Linear(8, 2))  # fmt: skip
+    assert not can_fuse(relu, x), "ReLU"
+    assert not can_fuse(mlp(6, (8, 8), 2, 1.0), x.double()), "float64 input"
+    assert not can_fuse(mlp(6, (8, 8), 2, 1.0), x.requires_grad_()), "input that needs a gradient"
+
+
+def actor_critic_equals_unfused() -> None:
+    """An ActorCritic with and without the kernels: the same log-probabilities, entropies, values and
+    gradients, with an action mask, and for MultiDiscrete and Box heads."""
+    spaces = (gymnasium.spaces.Discrete(5), gymnasium.spaces.MultiDiscrete([3, 4]),
+              gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32))  # fmt: skip
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (6,), np.float32)
+    for space in spaces:
+        torch.manual_seed(3)
+        fused = ActorCritic.for_spaces(observation_space, space, (32, 32), fused=True)
+        plain = ActorCritic.for_spaces(observation_space, space, (32, 32), fused=False)
+        plain.load_state_dict(fused.state_dict())
+        obs = torch.randn(200, 6)
+        actions = torch.stack([torch.as_tensor(space.sample()) for _ in range(200)]).to(fused.action_dtype)
+        mask = None
+        if isinstance(space, gymnasium.spaces.Discrete):
+            mask = torch.rand(200, 5) > 0.3
+            mask[torch.arange(200), actions] = True
+        results = []
+        for policy in (fused, plain):
+            log_prob, entropy, value = policy.evaluate(obs, actions, mask)
+            loss = -(log_prob * 1.3).mean() - 0.01 * entropy.mean() + value.square().mean()
+            policy.zero_grad()
+            loss.backward()
+            grads = torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None])
+            results.append((log_prob.detach(), entropy.detach(), value.detach(), grads))
+        for name, a, b in zip(("log_prob", "entropy", "value", "gradients"), *results, strict=True):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), f"{type(space).__name__}: {name} differ"
+
+
+def training_equals_unfused() -> None:
+    """Two A2C iterations of Tag gridworld (partial observations, shared policy) with and without the
+    kernels end with the same weights."""
+    from warpsci.algorithms import make_trainer
+    from warpsci.config import TrainConfig
+
+    weights = []
+    for fused in (True, False):
+        config = TrainConfig(
+            env_id="TagGridworld-v0", algo="a2c", num_envs=4, num_steps=8, total_timesteps=64,
+            hidden_sizes=(32, 32), shared_policy=True, fused_mlp=fused, tf32=False,
+            env_params={"num_taggers": 3, "grid_length": 5, "use_full_observation": False},
+        )  # fmt: skip
+        trainer = make_trainer(config)
+        assert trainer.policy.fused is fused and can_fuse(trainer.policy.actor, trainer.single.buffer.obs[0])
+        trainer.train()
+        weights.append(torch.cat([p.detach().flatten() for p in trainer.policy.parameters()]))
+    assert torch.allclose(weights[0], weights[1], rtol=1e-4, atol=1e-6), (weights[0] - weights[1]).abs().max()
+
+
+CHECKS = (
+    forward_and_gradients_match_float64,
+    leading_dimensions_are_kept,
+    only_supported_networks_are_fused,
+    actor_critic_equals_unfused,
+    training_equals_unfused,
+)

@@ -1,0 +1,169 @@
+"""The policy and value MLPs as Triton kernels that never write their hidden activations.
+
+A ``Linear-Tanh-Linear-Tanh-Linear`` network (two hidden layers, the shape of every preset) over a
+batch of rows reads each row's input once and writes only its outputs: both hidden layers stay in
+registers. Run through PyTorch layer by layer, every hidden layer is written and read back as a
+``rows x width`` float32 tensor, several times in the backward pass; with a few inputs and outputs
+per row (Tag gridworld: 6 in, 5 out) that traffic is nearly all of an update's time (H100,
+2,000 x 1,000 agents: 63 ms of a 97 ms iteration, BENCHMARKS.md).
+
+* Forward: one program per ``BLOCK_M`` rows, the three products on the tensor cores (``tl.dot``).
+* Backward (``torch.autograd``): the hidden layers are recomputed from the input (cheaper than storing
+  them), the gradients of the weights and biases summed over each program's rows in registers and
+  written once per program; the per-program partial sums are added up by ``torch.sum``, so the
+  result does not depend on the order programs finish in (no float atomics).
+* The input needs no gradient (observations); the weights do.
+
+The products run on the tensor cores in TF32 (``precision="tf32"``), or in float32 arithmetic
+(``"ieee"``) where torch's float32 matmul precision is ``"highest"`` (``TrainConfig.tf32`` off).
+With ``TRITON_INTERPRET=1`` the kernels run on the CPU (the tests' reference check).
+:func:`fused_mlp` falls back to the module itself where the kernels do not apply.
+
+Status: opt-in (``TrainConfig.fused_mlp``, off by default). The outputs and gradients equal
+PyTorch's (tests, CPU interpreter and H100), and Tag gridworld trains 3.2x faster end to end at
+2,000 x 1,000 agents, but in a first check on the H100 (2026-11-23) A2C's Cartpole preset reached
+its threshold in 1 of 5 fused runs (TF32 and 3xTF32) against 2 of 3 unfused; until seeds enough to
+tell luck from a fault have been run, the default stays PyTorch's layers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+from torch import nn
+
+#: Rows per program.
+BLOCK_M = 128
+#: Widest input, hidden layer or output the kernels take (the weights live in registers).
+MAX_WIDTH = 128
+
+
+@functools.cache
+def triton_available() -> bool:
+    """Whether Triton can be imported (it ships with CUDA builds of torch)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels on the CPU (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def mlp_layers(module: nn.Module) -> tuple[nn.Linear, nn.Linear, nn.Linear] | None:
+    """The three Linear layers of a ``Linear, Tanh, Linear, Tanh, Linear`` Sequential, or None."""
+    if not isinstance(module, nn.Sequential) or len(module) != 5:
+        return None
+    kinds = (nn.Linear, nn.Tanh, nn.Linear, nn.Tanh, nn.Linear)
+    if not all(type(layer) is kind for layer, kind in zip(module, kinds, strict=True)):
+        return None
+    layers = (module[0], module[2], module[4])
+    if any(layer.bias is None or max(layer.in_features, layer.out_features) > MAX_WIDTH for layer in layers):
+        return None
+    return layers
+
+
+def can_fuse(module: nn.Module, x: torch.Tensor) -> bool:
+    """Whether :func:`fused_mlp` runs ``module`` on ``x`` through the kernels."""
+    on_device = x.is_cuda or (interpreting() and x.device.type == "cpu")
+    return (
+        on_device
+        and x.dtype == torch.float32
+        and not x.requires_grad
+        and triton_available()
+        and mlp_layers(module) is not None
+        and x.shape[-1] == module[0].in_features
+        and x.numel() > 0
+        and not torch.compiler.is_compiling()
+    )
+
+
+def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) -> torch.Tensor:
+    """``module(x)`` for a two-hidden-layer tanh MLP, through the fused kernels where they apply
+    (:func:`can_fuse`), else through ``module``. Differentiable with respect to the weights.
+    ``precision``: ``"ieee"`` (float32 arithmetic), ``"tf32"`` (tensor cores, 10-bit mantissas) or
+    ``"tf32x3"`` (three TF32 products per product, float32 accuracy, half the speed); default
+    ``"ieee"`` where torch's float32 matmul precision is ``"highest"``, else ``"tf32"``."""
+    if not can_fuse(module, x):
+        return module(x)
+    if precision is None:
+        precision = "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+    first, second, third = mlp_layers(module)
+    rows = x.reshape(-1, x.shape[-1])
+    if not rows.is_contiguous():
+        rows = rows.contiguous()
+    out = _FusedMLP.apply(
+        rows, first.weight, first.bias, second.weight, second.bias, third.weight, third.bias, precision
+    )
+    return out.reshape(*x.shape[:-1], third.out_features)
+
+
+def _padded(width: int) -> int:
+    """Triton's tensor-core products need power-of-two sides of at least 16."""
+    return max(16, 1 << (width - 1).bit_length())
+
+
+class _FusedMLP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w1, b1, w2, b2, w3, b3, precision):  # type: ignore[override]
+        kernels = _kernels()
+        rows, width_in = x.shape
+        out = torch.empty((rows, w3.shape[0]), device=x.device, dtype=torch.float32)
+        grid = (triton_cdiv(rows, BLOCK_M),)
+        kernels.forward[grid](
+            x, w1, b1, w2, b2, w3, b3, out, rows,
+            width_in, w1.shape[0], w2.shape[0], w3.shape[0],
+            _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
+            BLOCK_M, precision,
+        )  # fmt: skip
+        ctx.save_for_backward(x, w1, b1, w2, b2, w3, b3)
+        ctx.precision = precision
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[override]
+        kernels = _kernels()
+        x, w1, b1, w2, b2, w3, b3 = ctx.saved_tensors
+        rows, width_in = x.shape
+        hidden1, hidden2, width_out = w1.shape[0], w2.shape[0], w3.shape[0]
+        tiles = triton_cdiv(rows, BLOCK_M)
+        programs = min(tiles, _program_count(x.device))
+        sizes = (hidden1 * width_in, hidden1, hidden2 * hidden1, hidden2, width_out * hidden2, width_out)
+        partial = torch.empty((programs, sum(sizes)), device=x.device, dtype=torch.float32)
+        grad_out = grad_out.contiguous()
+        kernels.backward[(programs,)](
+            x, grad_out, w1, b1, w2, b2, w3, partial, rows, partial.shape[1],
+            width_in, hidden1, hidden2, width_out,
+            _padded(width_in), _padded(hidden1), _padded(hidden2), _padded(width_out),
+            BLOCK_M, ctx.precision,
+        )  # fmt: skip
+        grads = partial.sum(dim=0).split(sizes)
+        shapes = (w1.shape, b1.shape, w2.shape, b2.shape, w3.shape, b3.shape)
+        gw1, gb1, gw2, gb2, gw3, gb3 = (grad.view(shape) for grad, shape in zip(grads, shapes, strict=True))
+        return None, gw1, gb1, gw2, gb2, gw3, gb3, None
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+@functools.cache
+def _program_count(device: torch.device) -> int:
+    """Programs of the backward pass: a few per streaming multiprocessor (4 on the CPU)."""
+    if device.type != "cuda":
+        return 4
+    return 2 * torch.cuda.get_device_properties(device).multi_processor_count
+
+
+@functools.cache
+def _kernels():
+    """The kernel module, imported on first use: importing Triton costs a second, CPU runs never
+    need it."""
+    from warpsci import mlp_kernels
+
+    return mlp_kernels
