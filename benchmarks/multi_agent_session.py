@@ -139,7 +139,7 @@ def end_to_end(
     )
     trainer = make_trainer(config)
     rates = []
-    trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS"]))
+    trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS_iteration"]))
     rate = statistics.median(rates[2:])
     agents = num_taggers + 1
     return {

@@ -147,7 +147,7 @@ def end_to_end(
         num_envs, taggers, compile_update, graphs=True, num_steps=num_steps, fused=fused, algo=algo, full=full
     )
     rates = []
-    trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS"]))
+    trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS_iteration"]))
     return {
         "envs": num_envs,
         "agents": taggers + 1,

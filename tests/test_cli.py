@@ -31,15 +31,17 @@ def test_train_writes_config_progress_checkpoint_and_summary(tmp_path, capsys):
         ]
     )
     assert code == 0
-    assert {"config.yaml", "progress.csv", "checkpoint.pt", "summary.json"} <= {
+    assert {"config.yaml", "progress.csv", "checkpoint.pt", "summary.json", "training_curve.png"} <= {
         p.name for p in run_dir.iterdir()
     }
+    assert (run_dir / "training_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "num_envs: 8" in (run_dir / "config.yaml").read_text()
     rows = read_progress(run_dir / "progress.csv")
     assert [row["global_step"] for row in rows] == [512 * (i + 1) for i in range(len(rows))]
     for name in (
         "charts/episodic_return",
         "charts/SPS",
+        "charts/SPS_iteration",
         "charts/learning_rate",
         "losses/value_loss",
         "losses/policy_loss",
@@ -49,6 +51,8 @@ def test_train_writes_config_progress_checkpoint_and_summary(tmp_path, capsys):
     ):
         assert name in rows[0]
     assert rows[-1]["charts/SPS"] > 0 and math.isfinite(rows[-1]["losses/value_loss"])
+    # Cumulative (CleanRL's): steps of the run over its time, so at most the best iteration's rate.
+    assert rows[-1]["charts/SPS"] <= max(row["charts/SPS_iteration"] for row in rows)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["global_step"] == 2048 and summary["eval_episodes"] == 4
 

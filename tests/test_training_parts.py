@@ -134,14 +134,14 @@ def test_config_round_trips_through_a_dictionary():
 
 def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path, monkeypatch):
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(path, {"value": 1})
+    save_checkpoint(path, {"config": {}, "value": 1})
 
     def failing_replace(source, destination):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError, match="disk full"):
-        save_checkpoint(path, {"value": 2})
+        save_checkpoint(path, {"config": {}, "value": 2})
     monkeypatch.undo()
     assert load_checkpoint(path)["value"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]  # no temporary left behind
@@ -195,6 +195,26 @@ def test_recent_episodes_keeps_the_last_hundred_in_order():
         reference.extend(returns.reshape(-1)[ended.reshape(-1)].tolist())
         assert int(window.seen) >= len(reference)
         assert float(window.mean()) == pytest.approx(np.mean(reference), abs=1e-5)
+
+
+def test_recent_episodes_with_more_endings_than_slots_keep_the_last_ones():
+    """300 episodes ending in one call (more than the 100 slots): the window holds exactly the last
+    100, the same on every run (no slot written twice)."""
+    from warpsci.rollout import RecentEpisodes
+
+    returns = torch.arange(1000, dtype=torch.float32)
+    ended = torch.zeros(1000, dtype=torch.bool)
+    ended[::3] = True  # 334 endings
+    for _ in range(3):
+        window = RecentEpisodes(size=100)
+        window.add(torch.full((5,), -1.0), torch.ones(5, dtype=torch.bool))
+        slots = window.slots(ended)
+        ring = slots[slots < 100]
+        assert ring.numel() == 100 and ring.unique().numel() == 100
+        window.add(returns, ended)
+        assert int(window.seen) == 5 + 334
+        kept = sorted(window.returns[:100].tolist())
+        assert kept == returns[ended][-100:].tolist()
 
 
 def test_target_return_stops_training_early():

@@ -19,6 +19,7 @@ from warpsci.environment import (
 from warpsci.envs import BUILTIN_ENVIRONMENTS
 from warpsci.multi_agent_env import MultiAgentVectorEnv
 from warpsci.pettingzoo_adapter import parallel_env
+from warpsci.policy_api import TrainedPolicy, load_policy
 from warpsci.registry import get_definition, make, register, registered_ids
 from warpsci.vector_env import WarpVectorEnv
 
@@ -34,9 +35,11 @@ __all__ = [
     "EnvironmentStage",
     "MultiAgentVectorEnv",
     "StateField",
+    "TrainedPolicy",
     "WarpVectorEnv",
     "agent_function",
     "get_definition",
+    "load_policy",
     "make",
     "parallel_env",
     "register",

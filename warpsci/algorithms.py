@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from warpsci.a2c import A2CTrainer
-from warpsci.checkpoint import load_checkpoint
+from warpsci.checkpoint import CheckpointError, load_latest_checkpoint
 from warpsci.config import TrainConfig
 from warpsci.ppo import PPOTrainer
 from warpsci.trainer import OnPolicyTrainer
@@ -29,8 +29,17 @@ def make_trainer(config: TrainConfig, run_dir: str | Path | None = None) -> OnPo
     return trainer_class(config.algo)(config, run_dir)
 
 
-def resume_trainer(run_dir: str | Path, **overrides: Any) -> OnPolicyTrainer:
-    """Continue the run in ``run_dir`` with the algorithm it was started with."""
-    payload = load_checkpoint(run_dir)
+def resume_trainer(
+    run_dir: str | Path, expected_env_id: str | None = None, **overrides: Any
+) -> OnPolicyTrainer:
+    """Continue the run in ``run_dir`` with the algorithm it was started with; with
+    ``expected_env_id``, refuse a run of another environment."""
+    payload, path = load_latest_checkpoint(Path(run_dir))
+    env_id = payload["config"].get("env_id")
+    if expected_env_id is not None and expected_env_id != env_id:
+        raise CheckpointError(
+            f"{str(run_dir)!r} holds a {env_id} run, not {expected_env_id}: resume it without the "
+            f"environment id, or start a new run of {expected_env_id} in another folder"
+        )
     algo = overrides.get("algo", payload["config"].get("algo", "ppo"))
     return trainer_class(algo).resume(run_dir, **overrides)

@@ -157,7 +157,7 @@ def bench_train(
     )
     trainer = PPOTrainer(config)
     rates: list[float] = []
-    trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS"]))
+    trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS_iteration"]))
     timed = rates[2:] or rates
     mode = "train-compiled" if compile else "train"
     return BenchResult(env_id, mode, str(trainer.device), num_envs, statistics.median(timed), timed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from importlib import resources
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from warpsci.run_safety import exit_code
 
 _IMPORTED_AT = time.time()
 
@@ -61,6 +64,12 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
         "compile": True if args.compile else None,
         "fused_mlp": True if args.fused_mlp else None,
     }
+    flags.update({name: getattr(args, f"field_{name}") for name in _generated_fields()})
+    if flags.get("env_params") is not None:  # merged into the preset's and the file's, not replacing them
+        from warpsci.config_fields import coerce
+
+        given = coerce("env_params", flags.pop("env_params"), dict[str, Any])
+        data["env_params"] = {**(data.get("env_params") or {}), **given}
     data.update({key: value for key, value in flags.items() if value is not None})
     data.setdefault("device", default_device())
     return data
@@ -74,14 +83,24 @@ def command_train(args: argparse.Namespace) -> int:
     from warpsci.trainer import evaluate_policy
 
     if args.resume:
+        run_dir = Path(args.resume)
+        if not run_dir.is_dir():
+            raise ValueError(f"--resume takes a run folder; {str(run_dir)!r} is not a folder")
         overrides = {}
         if args.total_steps is not None:
             overrides["total_timesteps"] = args.total_steps
         if args.device is not None:
             overrides["device"] = args.device
-        trainer = resume_trainer(args.resume, **overrides)
-        run_dir = Path(args.resume)
+        trainer = resume_trainer(run_dir, expected_env_id=args.env_id, **overrides)
+        said = ", ".join(f"{key}={value}" for key, value in overrides.items()) or "nothing"
+        print(
+            f"resuming {run_dir} from {trainer.resumed_from} at step {trainer.global_step:,} of "
+            f"{trainer.config.total_timesteps:,}; overriding {said}",
+            file=sys.stderr,
+        )
     else:
+        if args.env_id is None:
+            raise ValueError("train needs an environment id (see `warpsci list`), or --resume RUN_DIR")
         get_definition(args.env_id)  # fail early on an unknown id
         config = TrainConfig.from_dict(resolve_train_config(args))
         run_dir = Path(
@@ -89,6 +108,14 @@ def command_train(args: argparse.Namespace) -> int:
         )
         trainer = make_trainer(config, run_dir)
     config = trainer.config
+    if config.total_timesteps % config.batch_size:
+        steps = config.num_iterations * config.batch_size
+        print(
+            f"total_timesteps {config.total_timesteps:,} is not a multiple of a rollout (num_envs x "
+            f"num_steps = {config.batch_size:,}): training {config.num_iterations:,} iterations, "
+            f"{steps:,} steps",
+            file=sys.stderr,
+        )
     print(
         f"training {config.env_id} with {config.algo.upper()} on {trainer.device} with "
         f"{config.num_envs} environments for {config.total_timesteps:,} steps; run folder {run_dir}",
@@ -103,6 +130,8 @@ def command_train(args: argparse.Namespace) -> int:
         "global_step": result.global_step,
         "train_wall_time_s": round(result.wall_time, 3),
     }
+    if result.stopped_by is not None:
+        summary["stopped_by"] = result.stopped_by
     groups = trainer.group_names
     if len(groups) == 1:
         summary["mean_episodic_return"] = result.mean_episodic_return
@@ -116,7 +145,7 @@ def command_train(args: argparse.Namespace) -> int:
         summary["solved_at_step"] = result.solved_at_step
         # Wall time from process start (interpreter, imports, compilation included) to the stop.
         summary["time_to_target_s"] = round(finished_at, 3) if result.solved_at_step is not None else None
-    if args.eval_episodes > 0 and len(groups) > 1:
+    if args.eval_episodes > 0 and len(groups) > 1 and result.stopped_by is None:
         from warpsci.evaluation import evaluate_groups
 
         players = {group.name: learner.policy for learner in trainer.learners for group in learner.groups}
@@ -124,15 +153,40 @@ def command_train(args: argparse.Namespace) -> int:
             config.env_id, players, args.eval_episodes, trainer.device, env_params=config.env_params
         )
         summary.update(_group_summary(evaluation))
-    elif args.eval_episodes > 0:
+    elif args.eval_episodes > 0 and result.stopped_by is None:
         returns = evaluate_policy(
             trainer.policy, config.env_id, args.eval_episodes, trainer.device, env_params=config.env_params
         )
         summary["eval_mean_return"] = float(returns.mean())
         summary["eval_episodes"] = int(returns.size)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary, indent=2))
+    from warpsci.plots import plot_training_curve
+
+    curve = plot_training_curve(run_dir)
+    if curve is not None:
+        summary["training_curve"] = str(curve)
+    text = json.dumps(_finite_or_none(summary), indent=2, allow_nan=False)
+    (run_dir / "summary.json").write_text(text + "\n")
+    print(text)
+    if result.stopped_by is not None:
+        print(
+            f"stopped by {result.stopped_by} at step {result.global_step:,}; continue with "
+            f"`warpsci train --resume {run_dir}`",
+            file=sys.stderr,
+        )
+        return exit_code(result.stopped_by)
     return 0
+
+
+def _finite_or_none(value: Any) -> Any:
+    """``value`` with NaN and infinities (in nested dicts and lists) replaced by None: JSON has no
+    NaN, and a bare ``NaN`` in a summary breaks strict readers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_none(item) for item in value]
+    return value
 
 
 def command_eval(args: argparse.Namespace) -> int:
@@ -287,6 +341,55 @@ def command_list(args: argparse.Namespace) -> int:
     return 0
 
 
+#: TrainConfig fields with a flag of their own above (or the positional env_id).
+_HAND_WRITTEN = {"env_id", "algo", "device", "seed", "num_envs", "total_timesteps", "target_return",
+                 "compile", "fused_mlp"}  # fmt: skip
+
+
+def _generated_fields() -> list[str]:
+    """The TrainConfig fields that get a generated ``--kebab-case`` flag."""
+    import dataclasses
+
+    from warpsci.config import TrainConfig
+
+    return [field.name for field in dataclasses.fields(TrainConfig) if field.name not in _HAND_WRITTEN]
+
+
+def _add_config_fields(parser: argparse.ArgumentParser) -> None:
+    """A ``--kebab-case`` flag for every other TrainConfig field, its docstring as help; values
+    are checked by TrainConfig itself (one message per field, whichever way it was set)."""
+    import typing
+
+    from warpsci.config import TrainConfig
+    from warpsci.config_fields import field_docs
+
+    docs = field_docs(TrainConfig)
+    types = typing.get_type_hints(TrainConfig)
+    group = parser.add_argument_group(
+        "training configuration (TrainConfig fields; also settable in --config)"
+    )
+    for name in _generated_fields():
+        flag = "--" + name.replace("_", "-")
+        text = docs.get(name, "")
+        if types[name] is bool:
+            group.add_argument(flag, dest=f"field_{name}", action=argparse.BooleanOptionalAction, help=text)
+        elif typing.get_origin(types[name]) is tuple:
+            group.add_argument(flag, dest=f"field_{name}", nargs="+", metavar="N", help=text)
+        else:
+            metavar = "MAPPING" if typing.get_origin(types[name]) is dict else "VALUE"
+            group.add_argument(flag, dest=f"field_{name}", metavar=metavar, help=text)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -299,10 +402,13 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="warpsci", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train an agent with PPO or A2C")
-    train.add_argument("env_id", help="registered environment id, e.g. CartPole-v1")
+    train.add_argument(
+        "env_id", nargs="?", help="registered environment id, e.g. CartPole-v1 (not needed with --resume)"
+    )
     train.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
     train.add_argument("--num-envs", type=_positive_int, help="environments in parallel")
     train.add_argument("--total-steps", type=_positive_int, help="environment steps to train for")
@@ -310,9 +416,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--algo", choices=["ppo", "a2c"], help="algorithm (default: the preset's, else ppo)")
     train.add_argument("--config", help="YAML file of TrainConfig fields")
     train.add_argument("--run-dir", help="folder for config, progress.csv, checkpoints")
-    train.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its checkpoint")
     train.add_argument(
-        "--eval-episodes", type=int, default=100, help="greedy evaluation episodes after training"
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR from its newest checkpoint (its environment and config; "
+        "--total-steps and --device override them)",
+    )
+    train.add_argument(
+        "--eval-episodes",
+        type=_non_negative_int,
+        default=100,
+        help="greedy evaluation episodes after training (0: none)",
     )
     train.add_argument(
         "--target-return",
@@ -329,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="on CUDA, the networks as fused Triton kernels (TrainConfig.fused_mlp; opt-in)",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_fields(train)
     train.set_defaults(handler=command_train)
 
     evaluate = commands.add_parser("eval", help="evaluate a checkpoint")
@@ -380,7 +495,23 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as error:
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"warpsci {args.command}: interrupted", file=sys.stderr)
+        return exit_code("SIGINT")
+    except MemoryError as error:
+        if args.debug:
+            raise
+        print(
+            f"warpsci {args.command}: error: out of memory ({error or 'allocation failed'}); use fewer "
+            "environments (--num-envs) or shorter rollouts (--num-steps)",
+            file=sys.stderr,
+        )
+        return 2
+    except (ValueError, TypeError, OSError, RuntimeError) as error:
+        if args.debug:
+            raise
         print(f"warpsci {args.command}: error: {error}", file=sys.stderr)
         return 2
 

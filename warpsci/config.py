@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from warpsci.config_fields import check_range, coerce, unknown_key_message
 
 #: Accepted values of ``TrainConfig.algo``.
 ALGORITHMS = ("ppo", "a2c")
@@ -116,7 +120,13 @@ class TrainConfig:
     target_return: float | None = None
     """Stop as soon as the mean return of the last 100 episodes reaches this; None trains to the end."""
     checkpoint_every: int = 50
-    """Write a checkpoint every this many iterations (and at the end); 0 writes only at the end."""
+    """Write a checkpoint every this many iterations (and at the end); 0: not by iterations."""
+    checkpoint_every_s: float = 300.0
+    """Also write one when this many seconds have passed since the last (default 5 minutes); 0: not
+    by time. Runs also checkpoint on SIGTERM and SIGINT."""
+    keep_checkpoints: int = 3
+    """How many of the newest checkpoints a run keeps in ``RUN_DIR/checkpoints/``
+    (``RUN_DIR/checkpoint.pt`` is the newest)."""
     env_params: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Overrides of the environment's params dataclass fields."""
     ent_coef_final: float | None = None
@@ -131,26 +141,22 @@ class TrainConfig:
     WarpDrive's Tag gridworld configuration does; ``groups`` overrides then do not apply."""
 
     def __post_init__(self) -> None:
-        self.hidden_sizes = tuple(int(width) for width in self.hidden_sizes)
-        for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.total_timesteps, int) or self.total_timesteps <= 0:
-            raise ValueError(f"total_timesteps must be a positive integer, got {self.total_timesteps!r}")
+        # Every field to its type (YAML and the CLI hand over text), then to its range.
+        for field in dataclasses.fields(self):
+            value = coerce(field.name, getattr(self, field.name), _field_types()[field.name])
+            check_range(field.name, value)
+            setattr(self, field.name, value)
+        if any(width < 1 for width in self.hidden_sizes):
+            raise ValueError(f"hidden_sizes must be positive widths, got {list(self.hidden_sizes)}")
         if self.batch_size % self.num_minibatches != 0:
             raise ValueError(
                 f"num_envs * num_steps = {self.batch_size} must be divisible by "
                 f"num_minibatches = {self.num_minibatches}"
             )
-        if not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.gae_lambda <= 1.0:
-            raise ValueError(f"gamma and gae_lambda must lie in [0, 1], got {self.gamma}, {self.gae_lambda}")
         if self.algo not in ALGORITHMS:
             raise ValueError(f"algo must be one of {list(ALGORITHMS)}, got {self.algo!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
         if not isinstance(self.groups, dict) or not all(isinstance(v, dict) for v in self.groups.values()):
             raise ValueError(
                 f"groups must map group names to mappings of hyperparameters, got {self.groups!r}"
@@ -198,12 +204,19 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Build from a dictionary, rejecting unknown keys with the list of accepted ones."""
+        """Build from a dictionary, rejecting unknown keys with the nearest accepted one."""
         names = [field.name for field in dataclasses.fields(cls)]
         unknown = sorted(set(data) - set(names))
         if unknown:
-            raise ValueError(f"unknown config key(s) {unknown}; accepted: {names}")
+            raise ValueError(unknown_key_message(unknown, names))
         return cls(**data)
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    """Each field's type, resolved from its annotation (a string under ``from __future__ import
+    annotations``)."""
+    return typing.get_type_hints(TrainConfig)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -211,8 +224,16 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"config file {str(path)!r} does not exist")
-    with path.open() as handle:
-        data = yaml.safe_load(handle) or {}
+    try:
+        with path.open() as handle:
+            data = yaml.safe_load(handle) or {}
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "not valid YAML"
+        raise ValueError(f"config file {str(path)!r} is not valid YAML{where}: {problem}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"config file {str(path)!r} cannot be read: {error}") from None
     if not isinstance(data, dict):
         raise ValueError(f"config file {str(path)!r} must hold a mapping of keys to values")
     return data

@@ -195,6 +195,8 @@ class EnvironmentDefinition:
         params_float_dtype: Precision in which float params reach the kernels: ``np.float32``
             (default, the precision of most state) or ``np.float64`` for dynamics so sensitive that a
             constant rounded to float32 changes the result (Acrobot's 0.2 s Runge-Kutta step).
+        finite_state_fields: State fields the trainer checks for NaN and infinity every iteration
+            (with the observations, rewards and weights it always checks); default none.
     """
 
     name: str
@@ -218,6 +220,7 @@ class EnvironmentDefinition:
     replica_params: tuple[str, ...] = ()
     reference: str = ""
     params_float_dtype: Any = np.float32
+    finite_state_fields: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.params_type):
@@ -225,6 +228,9 @@ class EnvironmentDefinition:
         names = [field.name for field in self.state_fields]
         if len(set(names)) != len(names):
             raise ValueError(f"state field names must be unique, got {names}")
+        unknown = sorted(set(self.finite_state_fields) - set(names))
+        if unknown:
+            raise ValueError(f"finite_state_fields names {unknown}, which are not state fields {names}")
         if np.dtype(self.params_float_dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise ValueError(
                 f"params_float_dtype must be np.float32 or np.float64, got {self.params_float_dtype!r}"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib
+import os
+import sys
 from typing import Any
 
 import gymnasium
@@ -36,11 +40,43 @@ def registered_ids() -> list[str]:
 
 
 def get_definition(env_id: str) -> EnvironmentDefinition:
-    """The definition registered under ``env_id`` (``"warpsci/"`` prefix allowed)."""
+    """The definition registered under ``env_id`` (``"warpsci/"`` prefix allowed), or a user's
+    environment named as ``"package.module:ATTRIBUTE"`` (an EnvironmentDefinition; the module is
+    imported from the current folder or the installed packages and the definition registered)."""
+    if ":" in env_id:
+        return _import_definition(env_id)
     name = env_id.removeprefix(GYMNASIUM_NAMESPACE + "/")
     if name not in _REGISTRY:
-        raise ValueError(f"unknown environment id {env_id!r}; registered: {registered_ids()}")
+        nearest = difflib.get_close_matches(name, registered_ids(), n=1)
+        hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
+        raise ValueError(
+            f"unknown environment id {env_id!r}{hint}; registered: {registered_ids()}. Your own "
+            "environment: give it as package.module:ATTRIBUTE"
+        )
     return _REGISTRY[name]
+
+
+def _import_definition(reference: str) -> EnvironmentDefinition:
+    """Import ``"module:attribute"`` and register the EnvironmentDefinition it names."""
+    module_name, _, attribute = reference.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(
+            f"cannot import {module_name!r} for environment {reference!r} ({error}); run from the folder "
+            "that holds it, or install its package"
+        ) from None
+    definition = getattr(module, attribute, None)
+    if not isinstance(definition, EnvironmentDefinition):
+        found = "nothing" if definition is None else f"a {type(definition).__name__}"
+        raise ValueError(
+            f"{reference!r}: {module_name}.{attribute} is {found}, not a warpsci.EnvironmentDefinition"
+        )
+    if _REGISTRY.get(definition.name) is not definition:
+        register(definition)
+    return definition
 
 
 def make(

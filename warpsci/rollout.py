@@ -90,12 +90,20 @@ class RecentEpisodes:
         self.seen = torch.zeros((), dtype=torch.int64, device=device)
 
     def add(self, returns: torch.Tensor, ended: torch.Tensor) -> None:
-        """Append ``returns[i]`` where ``ended[i]``, in index order; no host synchronisation."""
+        """Append ``returns[i]`` where ``ended[i]``, in index order; no host synchronisation. When
+        more than ``size`` episodes end at once, the last ``size`` of them are kept."""
         returns, ended = returns.reshape(-1), ended.reshape(-1).to(torch.int64)
-        order = self.seen + torch.cumsum(ended, 0) - 1
-        slots = torch.where(ended.bool(), order % self.size, self.size)
-        self.returns.scatter_(0, slots, returns.to(self.returns.dtype))
+        self.returns.scatter_(0, self.slots(ended), returns.to(self.returns.dtype))
         self.seen += ended.sum()
+
+    def slots(self, ended: torch.Tensor) -> torch.Tensor:
+        """Where :meth:`add` writes each return: its ring slot, or the spare slot ``size`` for
+        episodes that did not end and for all but the last ``size`` that did (so that no ring slot
+        is written twice: a scatter with repeated indices keeps an arbitrary one on a GPU)."""
+        ended = ended.reshape(-1).to(torch.int64)
+        order = self.seen + torch.cumsum(ended, 0) - 1
+        kept = ended.bool() & (order >= self.seen + ended.sum() - self.size)
+        return torch.where(kept, order % self.size, self.size)
 
     def mean(self) -> torch.Tensor:
         """Mean of the kept returns (NaN before any episode ended), a device scalar."""

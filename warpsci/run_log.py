@@ -7,19 +7,26 @@ import math
 from pathlib import Path
 from typing import Any
 
+from warpsci.run_safety import truncate_progress
+
 
 class RunLog:
     """Appends one row of metrics per iteration to ``run_dir/progress.csv`` and TensorBoard.
 
     Args:
         run_dir: Folder of the run.
-        resume: Append to an existing ``progress.csv`` instead of starting a new one.
+        resume_at_step: Continue the log of a run resumed from a checkpoint at this step: rows and
+            TensorBoard events logged after it (by the run before it crashed) are dropped. None
+            (default) starts a new log.
         tensorboard: Also write TensorBoard events to ``run_dir/tensorboard``. Default True.
     """
 
-    def __init__(self, run_dir: Path, resume: bool = False, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: Path, resume_at_step: int | None = None, tensorboard: bool = True) -> None:
         self.path = run_dir / "progress.csv"
         self._fields: list[str] | None = None
+        resume = resume_at_step is not None
+        if resume:
+            truncate_progress(self.path, resume_at_step)
         if resume and self.path.exists():
             with self.path.open() as handle:
                 header = handle.readline().strip()
@@ -30,7 +37,8 @@ class RunLog:
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(str(run_dir / "tensorboard"))
+            purge = None if resume_at_step is None else resume_at_step + 1
+            self._writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge)
 
     def write(self, metrics: dict[str, Any]) -> None:
         """Append ``metrics`` (must contain ``global_step``)."""

@@ -9,8 +9,10 @@ transfers are the metrics read once per iteration.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,13 +21,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from warpsci.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from warpsci.checkpoint import (
+    CheckpointError,
+    load_latest_checkpoint,
+    save_checkpoint,
+    save_run_checkpoint,
+)
 from warpsci.config import TrainConfig
 from warpsci.graphs import GraphReplay
 from warpsci.learner import PolicyLearner, set_learning_rate
 from warpsci.networks import ActorCritic
 from warpsci.registry import make
 from warpsci.rollout import RolloutBuffer
+from warpsci.run_safety import NonFiniteError, RunFolderError, RunLock, StopSignals, holds_run
 from warpsci.vector_env import WarpVectorEnv
 
 
@@ -42,6 +50,12 @@ class TrainResult:
     history: list[dict[str, float]]
     solved_at_step: int | None = None
     """With ``target_return``: the step count when the last-100 mean reached it (else None)."""
+    stopped_by: str | None = None
+    """The signal (``"SIGTERM"``, ``"SIGINT"``) that stopped the run early, else None."""
+
+
+#: Version of the checkpoint layout; a checkpoint of a newer layout is refused.
+CHECKPOINT_FORMAT = 2
 
 
 class OnPolicyTrainer:
@@ -93,6 +107,11 @@ class OnPolicyTrainer:
             self._update_graph = GraphReplay(self._update_work, self.device, (self.generator,))
         self.iteration = 0
         self.global_step = 0
+        #: The checkpoint this trainer was resumed from (None for a fresh run).
+        self.resumed_from: Path | None = None
+        self._last_checkpoint: Path | None = None
+        self._last_checkpoint_time = time.monotonic()
+        self._non_finite = False
 
     # ----------------------------------------------------------------------------- one policy
 
@@ -138,12 +157,17 @@ class OnPolicyTrainer:
             }
             for learner in self.learners
         }
+        from warpsci import __version__
+
         payload = {
+            "format": CHECKPOINT_FORMAT,
+            "warpsci_version": __version__,
             "config": self.config.to_dict(),
             "learners": learners,
             "iteration": self.iteration,
             "global_step": self.global_step,
             "generator_state": self.generator.get_state(),
+            "torch_rng_state": torch.get_rng_state(),
             "recent_episodes": {
                 name: {"returns": ring.returns, "seen": ring.seen}
                 for name, ring in self.recent_episodes.items()
@@ -154,16 +178,44 @@ class OnPolicyTrainer:
         return payload
 
     def save(self, path: Path | None = None) -> Path:
-        """Write a checkpoint (atomically) to ``path``, default ``run_dir/checkpoint.pt``."""
+        """Write a checkpoint (atomically) to ``path``; by default to the run folder: it becomes
+        ``run_dir/checkpoint.pt`` and the newest of ``config.keep_checkpoints`` in
+        ``run_dir/checkpoints/``. Refuses to save weights that went non-finite."""
+        if self._non_finite:
+            raise NonFiniteError("refusing to checkpoint a run whose numbers went non-finite")
         if path is None:
             if self.run_dir is None:
                 raise ValueError("save() needs a path when the trainer has no run_dir")
-            path = self.run_dir / CHECKPOINT_NAME
-        save_checkpoint(path, self.checkpoint_payload())
+            path = save_run_checkpoint(
+                self.run_dir, self.checkpoint_payload(), self.iteration, self.config.keep_checkpoints
+            )
+        else:
+            save_checkpoint(path, self.checkpoint_payload())
+        self._last_checkpoint, self._last_checkpoint_time = path, time.monotonic()
         return path
+
+    def check_compatible(self, payload: dict[str, Any], source: str = "the checkpoint") -> None:
+        """Raise :class:`~warpsci.checkpoint.CheckpointError` when ``payload`` comes from a run of
+        another environment or algorithm, or from a newer checkpoint layout."""
+        layout = int(payload.get("format", 1))
+        if layout > CHECKPOINT_FORMAT:
+            raise CheckpointError(
+                f"{source} has checkpoint format {layout}, written by warpsci "
+                f"{payload.get('warpsci_version', '?')}; this warpsci reads formats up to "
+                f"{CHECKPOINT_FORMAT}: upgrade warpsci to resume it"
+            )
+        saved = payload.get("config", {})
+        theirs = (saved.get("env_id"), saved.get("algo", "ppo"))
+        ours = (self.config.env_id, self.config.algo)
+        if theirs != ours:
+            raise CheckpointError(
+                f"{source} is from a {theirs[0]} {str(theirs[1]).upper()} run; this run is {ours[0]} "
+                f"{ours[1].upper()}: resume the run folder it belongs to, or start a new run"
+            )
 
     def load(self, payload: dict[str, Any]) -> None:
         """Restore networks, optimisers, counters and sampling state from a checkpoint."""
+        self.check_compatible(payload)
         saved = payload.get("learners")
         if saved is None:  # a checkpoint written before agent groups: one policy
             saved = {self.single.name: payload}
@@ -183,6 +235,8 @@ class OnPolicyTrainer:
         self.iteration = int(payload["iteration"])
         self.global_step = int(payload["global_step"])
         self.generator.set_state(payload["generator_state"].cpu())
+        if "torch_rng_state" in payload:
+            torch.set_rng_state(payload["torch_rng_state"].cpu())
         recent = payload.get("recent_episodes") or {}
         if "returns" in recent:  # before agent groups: the one ring
             recent = {next(iter(self.recent_episodes)): recent}
@@ -193,12 +247,13 @@ class OnPolicyTrainer:
 
     @classmethod
     def resume(cls, run_dir: str | Path, **overrides: Any) -> OnPolicyTrainer:
-        """Continue the run in ``run_dir`` from its checkpoint (config fields may be overridden,
-        e.g. ``total_timesteps`` to train longer). The environments start new episodes."""
-        payload = load_checkpoint(run_dir)
+        """Continue the run in ``run_dir`` from its newest readable checkpoint (config fields may be
+        overridden, e.g. ``total_timesteps`` to train longer). The environments start new episodes."""
+        payload, path = load_latest_checkpoint(Path(run_dir))
         config = TrainConfig.from_dict({**payload["config"], **overrides})
         trainer = cls(config, run_dir)
         trainer.load(payload)
+        trainer.resumed_from = trainer._last_checkpoint = path
         # Different episodes from the interrupted run, but the same ones on every resume.
         trainer.env.reset(seed=config.seed + trainer.iteration)
         return trainer
@@ -317,11 +372,37 @@ class OnPolicyTrainer:
         on_iteration: Callable[[dict[str, float]], None] | None = None,
         progress_bar: bool = False,
     ) -> TrainResult:
-        """Train until ``total_timesteps``; calls ``on_iteration(metrics)`` after each iteration.
+        """Train until ``total_timesteps`` (environment steps, not agent steps); calls
+        ``on_iteration(metrics)`` after each iteration.
 
-        Writes ``config.yaml``, ``progress.csv`` and checkpoints when the trainer has a run_dir.
-        ``total_timesteps`` counts environment steps (not agent steps).
+        With a run_dir: a fresh run refuses a folder that holds a run (RunFolderError), and the
+        folder is locked while the run trains; ``config.yaml``, ``progress.csv`` (on a resume, rows
+        logged after the checkpoint are dropped first), TensorBoard events and checkpoints (every
+        ``checkpoint_every`` iterations or ``checkpoint_every_s`` seconds, on a stop signal, at the
+        end) are written. SIGTERM or SIGINT stops the run after the current iteration
+        (``TrainResult.stopped_by``). Non-finite observations, rewards, losses or weights raise
+        NonFiniteError, and nothing is checkpointed after them.
         """
+        guard: contextlib.AbstractContextManager = contextlib.nullcontext()
+        if self.run_dir is not None:
+            if self.run_dir.exists() and not self.run_dir.is_dir():
+                raise RunFolderError(f"run folder {str(self.run_dir)!r} is a file; give a folder path")
+            found = holds_run(self.run_dir)
+            if found is not None and self.resumed_from is None and self.iteration == 0:
+                raise RunFolderError(
+                    f"run folder {str(self.run_dir)!r} already holds a run ({found}): continue it with "
+                    f"--resume {self.run_dir}, or choose a new --run-dir (or delete the folder)"
+                )
+            guard = RunLock(self.run_dir)
+        with guard, StopSignals() as stop:
+            return self._train_loop(on_iteration, progress_bar, stop)
+
+    def _train_loop(
+        self,
+        on_iteration: Callable[[dict[str, float]], None] | None,
+        progress_bar: bool,
+        stop: StopSignals,
+    ) -> TrainResult:
         from warpsci.config import save_yaml
         from warpsci.run_log import RunLog
 
@@ -330,21 +411,26 @@ class OnPolicyTrainer:
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             save_yaml(config.to_dict(), self.run_dir / "config.yaml")
-            log = RunLog(self.run_dir, resume=self.iteration > 0)
+            log = RunLog(self.run_dir, resume_at_step=self.global_step if self.iteration > 0 else None)
         bar = None
         if progress_bar:
-            from tqdm import tqdm
-
-            bar = tqdm(total=config.num_iterations * config.batch_size, initial=self.global_step, unit="step")
+            print(
+                "compiling kernels and taking the first iteration (kernels are cached: a later run "
+                "starts faster) ...",
+                file=sys.stderr,
+                flush=True,
+            )
 
         groups = self.group_names
         one_group = len(groups) == 1
         history: list[dict[str, float]] = []
         start_time = time.perf_counter()
+        first_step = self.global_step
         if self.iteration == 0:
             self.env.reset()
         mean_return = math.nan
         solved_at = None
+        stopped_by = None
         try:
             while self.iteration < config.num_iterations:
                 iteration_start = time.perf_counter()
@@ -369,7 +455,12 @@ class OnPolicyTrainer:
                     ring = recent[group]
                     parts += [episode_stats[group], torch.stack([ring.mean(), ring.seen.to(torch.float32)])]
                 parts.append(torch.stack([losses[n].float() for n in names]) if names else torch.zeros(0))
+                health_names, health = self.health_checks()
+                parts.append(health)
                 values = torch.cat([part.float().to(self.device) for part in parts]).tolist()
+                first_loss = 5 * len(groups)
+                loss_values = dict(zip(names, values[first_loss : first_loss + len(names)], strict=True))
+                self.raise_if_non_finite(health_names, values[len(values) - len(health_names) :], loss_values)
                 elapsed = time.perf_counter() - iteration_start
                 metrics: dict[str, float] = {"global_step": self.global_step, "iteration": self.iteration}
                 for index, group in enumerate(groups):
@@ -390,9 +481,11 @@ class OnPolicyTrainer:
                     metrics[f"charts/learning_rate{suffix}"] = learner.learning_rate_at(self.iteration - 1)
                     if learner.config.ent_coef_final is not None:
                         metrics[f"charts/ent_coef{suffix}"] = learner.entropy_coefficient_at(progress)
-                metrics["charts/SPS"] = config.batch_size / elapsed
+                # CleanRL's SPS: steps of this call over its time; and the last iteration's own rate.
+                metrics["charts/SPS"] = (self.global_step - first_step) / (time.perf_counter() - start_time)
+                metrics["charts/SPS_iteration"] = config.batch_size / elapsed
                 metrics["time/elapsed_s"] = time.perf_counter() - start_time
-                metrics.update(zip(names, values[5 * len(groups) :], strict=True))
+                metrics.update(loss_values)
                 if one_group and metrics["charts/episodes"]:
                     mean_return = metrics["charts/episodic_return"]
                 history.append(metrics)
@@ -400,6 +493,18 @@ class OnPolicyTrainer:
                     log.write(metrics)
                 if on_iteration is not None:
                     on_iteration(metrics)
+                if progress_bar and bar is None:
+                    from tqdm import tqdm
+
+                    print(
+                        f"first iteration done after {time.perf_counter() - start_time:.1f} s",
+                        file=sys.stderr,
+                    )
+                    # Started after the compilation, and with the mean rate since: an honest ETA.
+                    total = config.num_iterations * config.batch_size
+                    bar = tqdm(
+                        total=total, initial=self.global_step - config.batch_size, unit="step", smoothing=0
+                    )
                 if bar is not None:
                     bar.update(config.batch_size)
                     shown = {"SPS": f"{metrics['charts/SPS']:,.0f}"}
@@ -410,9 +515,15 @@ class OnPolicyTrainer:
                             {group: f"{metrics[f'charts/return_last100/{group}']:.2f}" for group in groups}
                         )
                     bar.set_postfix(shown)
-                every = config.checkpoint_every
-                if self.run_dir is not None and every > 0 and self.iteration % every == 0:
+                every, every_s = config.checkpoint_every, config.checkpoint_every_s
+                due = (every > 0 and self.iteration % every == 0) or (
+                    every_s > 0 and time.monotonic() - self._last_checkpoint_time >= every_s
+                )
+                if self.run_dir is not None and due:
                     self.save()
+                if stop.received is not None:
+                    stopped_by = stop.received
+                    break
                 target = config.target_return
                 if (
                     target is not None
@@ -423,7 +534,7 @@ class OnPolicyTrainer:
                     solved_at = self.global_step
                     break
         finally:
-            if self.run_dir is not None:
+            if self.run_dir is not None and not self._non_finite:
                 self.save()
             if log is not None:
                 log.close()
@@ -438,6 +549,45 @@ class OnPolicyTrainer:
             wall_time=time.perf_counter() - start_time,
             history=history,
             solved_at_step=solved_at,
+            stopped_by=stopped_by,
+        )
+
+    def health_checks(self) -> tuple[list[str], torch.Tensor]:
+        """What is checked for NaN and infinity every iteration, and a float tensor on the device,
+        1 where it is finite: each policy's rollout observations and rewards and its weights after
+        the update, and the environment's ``finite_state_fields``. One reduction each over tensors
+        the iteration already holds (a read of the rollout's observations), read with the
+        iteration's metrics in the same transfer."""
+        names, flags = [], []
+        for learner in self.learners:
+            suffix = "" if len(self.learners) == 1 else f" of policy {learner.name!r}"
+            buffer = learner.buffer
+            names += [f"observations{suffix}", f"rewards{suffix}", f"weights{suffix} after the update"]
+            weights = torch.stack([parameter.isfinite().all() for parameter in learner.policy.parameters()])
+            flags += [buffer.obs.isfinite().all(), buffer.rewards.isfinite().all(), weights.all()]
+        for field in self.env.definition.finite_state_fields:
+            names.append(f"environment state {field!r}")
+            flags.append(self.env.state_tensors[field].isfinite().all())
+        return names, torch.stack(flags).float()
+
+    def raise_if_non_finite(
+        self, health_names: list[str], health: list[float], losses: dict[str, float]
+    ) -> None:
+        """Raise :class:`NonFiniteError` (and refuse later checkpoints) when a health check
+        (:meth:`health_checks`, 1 for finite) or a loss of this iteration is NaN or infinite."""
+        bad = [name for name, finite in zip(health_names, health, strict=True) if finite < 0.5]
+        for name, value in losses.items():
+            # The explained variance is NaN, legitimately, when every return is equal.
+            if not math.isfinite(value) and "explained_variance" not in name:
+                bad.append(name)
+        if not bad:
+            return
+        self._non_finite = True
+        last = self._last_checkpoint or "none (the run had not written one yet)"
+        raise NonFiniteError(
+            f"iteration {self.iteration} (step {self.global_step}) produced NaN or infinity in "
+            f"{', '.join(bad)}; the run stopped without checkpointing it. Last good checkpoint: {last}. "
+            "Lower the learning rate, check the environment's dynamics and rewards, or clip them."
         )
 
 

@@ -139,6 +139,11 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         self.groups = definition.agent_groups(self.params)
         self.num_agents = sum(group.size for group in self.groups)
         self.max_episode_steps = int(definition.max_episode_steps(self.params))
+        if self.max_episode_steps < 1:
+            raise ValueError(
+                f"{definition.name}: the time limit (max_episode_steps) must be at least 1 step, "
+                f"got {self.max_episode_steps}"
+            )
         self._next_seed = _seed_to_int(0 if seed is None else seed)
         self._seed = self._next_seed
 
