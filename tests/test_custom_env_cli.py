@@ -4,18 +4,37 @@ resume in the same way, and clear errors for a bad reference."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from warpsci.cli import main
+from warpsci.registry import unregister
 
-CORRIDOR = "examples.custom_environment:CORRIDOR"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_environment.py"
+CORRIDOR = "my_corridor:CORRIDOR"
+
+
+@pytest.fixture(autouse=True)
+def users_folder(tmp_path, monkeypatch):
+    """A user's folder holding their environment module (a copy of the example, under its own
+    name: a source file imported under two module names would confuse Numba's disk cache), as the
+    current folder; no Corridor-v0 registered before or after (the example's test registers its own)."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "my_corridor.py").write_text(EXAMPLE.read_text())
+    monkeypatch.chdir(folder)
+    monkeypatch.delitem(sys.modules, "my_corridor", raising=False)
+    unregister("Corridor-v0")
+    yield
+    unregister("Corridor-v0")
+
+
 QUIET = ["--device", "cpu", "--no-progress", "--num-envs", "8"]
 
 
-def test_train_eval_and_resume_a_users_environment(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+def test_train_eval_and_resume_a_users_environment(tmp_path, capsys):
     run_dir = tmp_path / "corridor"
     argv = ["train", CORRIDOR, "--total-steps", "1024", "--run-dir", str(run_dir), "--eval-episodes", "3"]
     assert main(argv + QUIET) == 0
@@ -23,7 +42,7 @@ def test_train_eval_and_resume_a_users_environment(tmp_path, capsys, monkeypatch
     assert summary["env_id"] == CORRIDOR and summary["eval_episodes"] == 3
     capsys.readouterr()
     assert main(["eval", str(run_dir), "--episodes", "3", "--device", "cpu"]) == 0
-    assert '"env_id": "examples.custom_environment:CORRIDOR"' in capsys.readouterr().out
+    assert '"env_id": "my_corridor:CORRIDOR"' in capsys.readouterr().out
     resume = ["train", "--resume", str(run_dir), "--total-steps", "2048", "--eval-episodes", "0"]
     assert main(resume + ["--device", "cpu", "--no-progress"]) == 0
 
@@ -32,8 +51,8 @@ def test_train_eval_and_resume_a_users_environment(tmp_path, capsys, monkeypatch
     ("reference", "message"),
     [
         ("no_such_module:ENV", "cannot import 'no_such_module'"),
-        ("examples.custom_environment:NOPE", "examples.custom_environment.NOPE is nothing"),
-        ("examples.custom_environment:main", "is a function, not a warpsci.EnvironmentDefinition"),
+        ("my_corridor:NOPE", "my_corridor.NOPE is nothing"),
+        ("my_corridor:main", "is a function, not a warpsci.EnvironmentDefinition"),
         ("CartPol-v1", "did you mean 'CartPole-v1'?"),
     ],
 )

@@ -34,6 +34,14 @@ def register(definition: EnvironmentDefinition) -> None:
         )
 
 
+def unregister(env_id: str) -> None:
+    """Remove an environment from warpsci's registry and Gymnasium's (to register another
+    definition under its name, e.g. an edited one in a notebook); unknown ids are ignored."""
+    name = env_id.removeprefix(GYMNASIUM_NAMESPACE + "/")
+    _REGISTRY.pop(name, None)
+    gymnasium.registry.pop(f"{GYMNASIUM_NAMESPACE}/{name}", None)
+
+
 def registered_ids() -> list[str]:
     """Ids of every registered environment, in registration order."""
     return list(_REGISTRY)
