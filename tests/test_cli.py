@@ -178,8 +178,6 @@ def test_every_builtin_environment_has_a_valid_ppo_preset():
     from warpsci.envs import BUILTIN_ENVIRONMENTS
 
     for definition in BUILTIN_ENVIRONMENTS:
-        if len(definition.agent_groups(definition.default_params())) > 1:
-            continue  # training several groups comes with the next part of the multi-agent work
         data = preset(definition.name, "ppo")
         assert data, f"no PPO preset for {definition.name}"
         config = TrainConfig.from_dict(data)

@@ -27,6 +27,8 @@ def short_env(env_id: str, num_envs: int, seed: int) -> warpsci.WarpVectorEnv:
     changes = {
         name: SHORT_EPISODE for name in ("max_episode_steps", "episode_length") if hasattr(params, name)
     }
+    if hasattr(params, "seed"):  # a set-up seed (None draws one per environment object, as the reference)
+        changes["seed"] = 5
     return warpsci.make(env_id, num_envs=num_envs, seed=seed, params=changes, copy=False, check_actions=False)
 
 

@@ -332,6 +332,22 @@ def _report(result: Any) -> None:
     )
 
 
+def command_render(args: argparse.Namespace) -> int:
+    import warpsci  # noqa: F401  (registers the environments)
+    from warpsci.render import render_run
+
+    deterministic = True if args.greedy else (False if args.sample else None)
+    output, episode = render_run(
+        args.run, args.output, seed=args.seed, fps=args.fps, deterministic=deterministic
+    )
+    returns = ", ".join(f"{name} {value:.3g}" for name, value in episode.returns.items())
+    print(
+        f"wrote {output}: {len(episode.frames)} frames of {episode.definition.name} "
+        f"(returns summed over agents: {returns})"
+    )
+    return 0
+
+
 def command_list(args: argparse.Namespace) -> int:
     import warpsci
 
@@ -445,6 +461,18 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_fields(train)
     train.set_defaults(handler=command_train)
+
+    render = commands.add_parser(
+        "render", help="animate one episode of a trained run (GIF, or MP4 with ffmpeg)"
+    )
+    render.add_argument("run", help="run folder or checkpoint")
+    render.add_argument("--output", required=True, help="FILE.gif, or FILE.mp4 where ffmpeg is installed")
+    render.add_argument("--seed", type=int, default=0, help="seed of the episode (default 0)")
+    render.add_argument("--fps", type=_positive_int, default=20, help="frames per second (default 20)")
+    choice = render.add_mutually_exclusive_group()
+    choice.add_argument("--greedy", action="store_true", help="most likely actions (default for one group)")
+    choice.add_argument("--sample", action="store_true", help="sampled actions (default for several groups)")
+    render.set_defaults(handler=command_render)
 
     evaluate = commands.add_parser("eval", help="evaluate a checkpoint")
     evaluate.add_argument("checkpoint", help="checkpoint.pt or the run folder holding it")

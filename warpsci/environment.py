@@ -152,9 +152,13 @@ class AgentGroup:
 @dataclasses.dataclass(frozen=True)
 class AgentStage:
     """A stage of the step run by every agent still in the game:
-    ``function(state, params, actions, env, agent, key) -> reward`` (added to the agent's reward)."""
+    ``function(state, params, actions, env, agent, key) -> reward`` (added to the agent's reward).
+
+    ``all_agents=True`` runs it for agents that left the game too (their reward stays 0): for
+    bookkeeping the environment keeps on them, such as Tag continuous stopping a tagged runner."""
 
     function: Callable
+    all_agents: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +201,9 @@ class EnvironmentDefinition:
             constant rounded to float32 changes the result (Acrobot's 0.2 s Runge-Kutta step).
         finite_state_fields: State fields the trainer checks for NaN and infinity every iteration
             (with the observations, rewards and weights it always checks); default none.
+        draw: ``draw(ax, state, params)``, one environment's state drawn on a matplotlib ``Axes``
+            for ``warpsci render`` (see :mod:`warpsci.render`); default none (the built-in
+            environments' are in :mod:`warpsci.drawings`).
     """
 
     name: str
@@ -221,6 +228,7 @@ class EnvironmentDefinition:
     reference: str = ""
     params_float_dtype: Any = np.float32
     finite_state_fields: tuple[str, ...] = ()
+    draw: Callable | None = None
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.params_type):

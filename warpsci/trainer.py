@@ -81,6 +81,11 @@ class OnPolicyTrainer:
             check_actions=False,
         )
         self.device = self.env.device
+        # An environment that draws its set-up from a seed it picked itself (``seed=None``) keeps
+        # that seed in its params: record it, so that a resume or an evaluation rebuilds the same game.
+        drawn_seed = getattr(self.env.params, "seed", None)
+        if drawn_seed is not None and config.env_params.get("seed") is None:
+            config.env_params = {**config.env_params, "seed": drawn_seed}
         if self.device.type == "cuda":
             torch.set_float32_matmul_precision("high" if config.tf32 else "highest")
         torch.manual_seed(config.seed)

@@ -279,11 +279,12 @@ def _framework_stage(stage: AgentStage | EnvironmentStage, first: bool, tracks_a
     see the rewards array."""
     function = stage.function
     if isinstance(stage, AgentStage):
+        all_agents = stage.all_agents
 
         @njit
         def agent_stage(state, params, buffers, run, env, agent, keys):
             reward = np.float32(0.0)
-            if not tracks_agents or buffers.active[env, agent]:
+            if not tracks_agents or all_agents or buffers.active[env, agent]:
                 key = mix64(keys[0] ^ np.uint64(buffers.tick[env] + 1))
                 reward = function(state, params, buffers.actions, env, agent, key)
             if first:

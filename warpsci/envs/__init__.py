@@ -5,10 +5,19 @@ from warpsci.envs.cartpole import CARTPOLE, CartPoleParams
 from warpsci.envs.mountain_car import MOUNTAIN_CAR, MountainCarParams
 from warpsci.envs.mountain_car_continuous import MOUNTAIN_CAR_CONTINUOUS, MountainCarContinuousParams
 from warpsci.envs.pendulum import PENDULUM, PendulumParams
+from warpsci.envs.tag_continuous import TAG_CONTINUOUS, TagContinuousParams
 from warpsci.envs.tag_gridworld import TAG_GRIDWORLD, TagGridworldParams
 
 #: Every environment shipped with warpsci, in registration order.
-BUILTIN_ENVIRONMENTS = (CARTPOLE, ACROBOT, MOUNTAIN_CAR, MOUNTAIN_CAR_CONTINUOUS, PENDULUM, TAG_GRIDWORLD)
+BUILTIN_ENVIRONMENTS = (
+    CARTPOLE,
+    ACROBOT,
+    MOUNTAIN_CAR,
+    MOUNTAIN_CAR_CONTINUOUS,
+    PENDULUM,
+    TAG_GRIDWORLD,
+    TAG_CONTINUOUS,
+)
 
 __all__ = [
     "ACROBOT",
@@ -22,6 +31,8 @@ __all__ = [
     "MountainCarParams",
     "PENDULUM",
     "PendulumParams",
+    "TAG_CONTINUOUS",
     "TAG_GRIDWORLD",
+    "TagContinuousParams",
     "TagGridworldParams",
 ]

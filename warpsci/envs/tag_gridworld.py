@@ -50,6 +50,7 @@ from warpsci.environment import (
     StateField,
     agent_function,
 )
+from warpsci.envs.param_checks import check_int
 from warpsci.random import integer
 
 #: Number of start tables of the reset pool (hard-coded in the reference).
@@ -84,11 +85,11 @@ class TagGridworldParams:
     use_reset_pool: bool = False  #: resets pick start tables from a pool of 5 (needs L >= 2)
 
     def __post_init__(self) -> None:
-        _check_int("num_taggers", self.num_taggers, 1, MAX_TAGGERS)
-        _check_int("grid_length", self.grid_length, 1, MAX_GRID_LENGTH)
-        _check_int("episode_length", self.episode_length, 1)
+        check_int("num_taggers", self.num_taggers, 1, MAX_TAGGERS)
+        check_int("grid_length", self.grid_length, 1, MAX_GRID_LENGTH)
+        check_int("episode_length", self.episode_length, 1)
         if self.seed is not None:
-            _check_int("seed", self.seed, 0)
+            check_int("seed", self.seed, 0)
             if self.seed >= 2**32:
                 raise ValueError(f"seed must be below 2**32 (numpy's RandomState), got {self.seed}")
         if self.use_reset_pool and self.grid_length < 2:
@@ -110,13 +111,6 @@ class TagGridworldParams:
     def num_agents(self) -> int:
         """N: the taggers and the runner."""
         return self.num_taggers + 1
-
-
-def _check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
-    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if not integral or value < minimum or (maximum is not None and value > maximum):
-        accepted = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{name} must be an integer {accepted}, got {value!r}")
 
 
 def _start_tuple(name: str, value: object, num_agents: int, grid_length: int) -> tuple[int, ...]:

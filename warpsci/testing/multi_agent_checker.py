@@ -170,7 +170,8 @@ def _check_bad_actions(env: MultiAgentVectorEnv) -> None:
     first = env.group_names[0]
     cases = {
         "a missing group": {name: value for name, value in good.items() if name != first},
-        "a wrong shape": {**good, first: good[first][:, :1]},
+        # One agent too many (a slice to one agent is no change for a group of one).
+        "a wrong shape": {**good, first: torch.cat([good[first], good[first][:, :1]], dim=1)},
     }
     if env.check_actions:
         out_of_range = good[first].clone()

@@ -1,0 +1,57 @@
+"""Animations of trained runs: ``warpsci render`` writes a GIF of one episode, for a multi-group
+and a single-agent environment; environments without a drawing function are refused by name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from PIL import Image
+
+import warpsci
+from warpsci.cli import main
+from warpsci.drawings import drawing_for
+
+QUIET = ["--device", "cpu", "--no-progress", "--eval-episodes", "0", "--num-envs", "4"]
+
+
+def frames_of(path) -> int:
+    with Image.open(path) as image:
+        return image.n_frames
+
+
+def test_a_tag_continuous_run_renders_to_a_gif(tmp_path, capsys):
+    run_dir = tmp_path / "tag"
+    params = "{num_taggers: 2, num_runners: 4, episode_length: 12, seed: 3, num_other_agents_observed: 3}"
+    argv = ["train", "TagContinuous-v0", "--total-steps", "96", "--num-steps", "12", "--env-params", params]
+    assert main(argv + ["--run-dir", str(run_dir), *QUIET]) == 0
+    output = tmp_path / "episode.gif"
+    capsys.readouterr()
+    assert main(["render", str(run_dir), "--output", str(output), "--fps", "8"]) == 0
+    assert output.read_bytes()[:6] in (b"GIF87a", b"GIF89a")
+    printed = capsys.readouterr().out
+    assert str(output) in printed
+    assert 2 <= frames_of(output) <= 12  # the reset and every step that did not end the episode
+
+
+def test_a_cartpole_run_renders_and_bad_outputs_are_refused(tmp_path, capsys):
+    run_dir = tmp_path / "cartpole"
+    assert main(["train", "CartPole-v1", "--total-steps", "64", "--run-dir", str(run_dir), *QUIET]) == 0
+    output = tmp_path / "cartpole.gif"
+    assert main(["render", str(run_dir), "--output", str(output)]) == 0
+    assert frames_of(output) >= 2
+    capsys.readouterr()
+    assert main(["render", str(run_dir), "--output", str(tmp_path / "movie.avi")]) == 2
+    assert "must end in .gif or .mp4" in capsys.readouterr().err
+
+
+def test_every_builtin_environment_can_be_drawn_and_others_are_told_how():
+    from warpsci.envs import BUILTIN_ENVIRONMENTS
+
+    for definition in BUILTIN_ENVIRONMENTS:
+        assert callable(drawing_for(definition))
+    nameless = dataclasses.replace(warpsci.get_definition("CartPole-v1"), name="Undrawn-v0")
+    with pytest.raises(
+        ValueError, match="Undrawn-v0 has no drawing function: give its EnvironmentDefinition"
+    ):
+        drawing_for(nameless)

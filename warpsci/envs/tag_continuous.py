@@ -1,0 +1,462 @@
+"""TagContinuous-v0: taggers chase runners on a continuous square (WarpDrive's ``TagContinuous``).
+
+``num_taggers`` taggers and ``num_runners`` runners (which agent ids are taggers is drawn at set-up,
+see below; groups ``"tagger"`` and ``"runner"``) move on ``[0, L]^2``, ``L = grid_length``. Every
+agent has a position, a heading ``theta``, a speed ``v`` and an acceleration ``a``; its action
+(``MultiDiscrete([n_acc + 1, n_turn + 1])``) picks a *change* of acceleration and a turn from two
+tables (index 0: no change). One step, in the spec's order (``../shared/envs/tag_continuous.md``):
+
+1. every agent (in the game): ``theta <- (theta + turn) mod 2 pi``, ``a <- a + change``,
+   ``v <- clip(v + a, 0, max_speed * skill)`` (``a <- 0`` when ``v`` sits on a bound), then moves
+   by ``v (cos theta, sin theta)`` and is clipped to the square (crossing costs
+   ``edge_hit_penalty``); agents out of the game get heading and speed 0 and stay put;
+2. the clock advances;
+3. every runner still in the game finds its nearest tagger (float32 distance, ties to the lower
+   id); closer than ``tagging_distance * L`` it is tagged: it gets ``tag_penalty_for_runner``, that
+   tagger ``tag_reward_for_tagger``, and with ``runner_exits_game_after_tagged`` it leaves the game
+   (``is_agent_done``); at the time limit every runner still in the game gets
+   ``end_of_game_reward_for_runner``;
+4. taggers collect their tag rewards.
+
+Every agent in the game also gets ``step_penalty_for_tagger`` or ``step_reward_for_runner`` each
+step. The episode terminates when no runner is left and is truncated at ``episode_length``.
+
+Observations (float32) describe other agents with seven features each, feature-major (every slot's
+``dx / D``, then every ``dy / D``, ``dv / max_speed``, ``da / max_speed``, ``dtheta / 2 pi``, type
+(1 tagger), in-game flag; ``D = sqrt(2) L``), then ``t / T``: all ``N - 1`` others in id order
+(``use_full_observation``, ``7 (N - 1) + 1`` entries), or the ``k = num_other_agents_observed``
+nearest others still in the game, nearest first, ties to the lower id, missing slots zero
+(``7 k + 1``). They use the in-game flags from before the step's tags, as the reference does.
+An observer out of the game sees zeros (full observation: the others' type and flag blocks stay).
+
+Set-up, as the reference's section 9.1: ``np.random.RandomState(seed)`` draws the tagger ids
+(``choice(N, n_t, replace=False)``), then unless given the start ``x`` (``L * rand(N)``), the start
+``y``, and the headings (``choice({0, pi/2, pi, 3 pi/2}, N)``). ``seed=None`` (the reference's
+default) draws a seed from the operating system once, when the params are made, and keeps it in them
+(a training run records it in its config): two environments made with ``seed=None`` play different
+games, as two reference objects do; give ``seed`` for a reproducible game. Every environment and
+every reset starts from the set-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+
+import gymnasium
+import numpy as np
+
+from warpsci.atomics import atomic_add
+from warpsci.environment import (
+    AgentGroup,
+    AgentStage,
+    EnvironmentDefinition,
+    EnvironmentStage,
+    StateField,
+    agent_function,
+)
+from warpsci.envs.param_checks import check_int
+
+TWO_PI = np.float32(2.0 * np.pi)
+#: The reference's guard against a zero ``max_speed`` in the speed features.
+SPEED_EPSILON = 1e-10
+#: Start headings the set-up draws from.
+START_HEADINGS = (0.0, np.pi / 2, np.pi, 3 * np.pi / 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class TagContinuousParams:
+    """The game's constants; defaults are WarpDrive's ``TagContinuous`` class defaults (its
+    published configuration is the preset ``configs/*/TagContinuous-v0.yaml``)."""
+
+    num_taggers: int = 1  #: taggers
+    num_runners: int = 10  #: runners
+    grid_length: float = 10.0  #: L: side of the square
+    episode_length: int = 100  #: T: time limit (truncation)
+    starting_location_x: tuple[float, ...] | None = None  #: N start x's (else drawn)
+    starting_location_y: tuple[float, ...] | None = None  #: N start y's (given with the x's)
+    starting_directions: tuple[float, ...] | None = None  #: N start headings, radians (else drawn)
+    seed: int | None = None  #: seed of the set-up draws (None: drawn from the OS, then kept)
+    max_speed: float = 1.0  #: speed cap before skill
+    skill_level_runner: float = 1.0  #: runners' speed cap is max_speed times this
+    skill_level_tagger: float = 1.0  #: taggers' speed cap is max_speed times this
+    max_acceleration: float = 1.0  #: largest acceleration change
+    min_acceleration: float = -1.0  #: smallest acceleration change
+    max_turn: float = np.pi / 2  #: largest turn, radians
+    min_turn: float = -np.pi / 2  #: smallest turn, radians
+    num_acceleration_levels: int = 10  #: evenly spaced acceleration changes (plus the no-op)
+    num_turn_levels: int = 10  #: evenly spaced turns (plus the no-op)
+    edge_hit_penalty: float = -0.0  #: reward (<= 0) of a step that crossed the boundary
+    use_full_observation: bool = True  #: every other agent, or the k nearest in the game
+    num_other_agents_observed: int = 2  #: k of the partial observation
+    tagging_distance: float = 0.01  #: tagging radius as a fraction of L (strictly closer tags)
+    tag_reward_for_tagger: float = 1.0  #: reward (>= 0) of the nearest tagger per tag
+    step_penalty_for_tagger: float = -0.0  #: reward (<= 0) of every tagger every step
+    tag_penalty_for_runner: float = -1.0  #: reward (<= 0) of a tagged runner
+    step_reward_for_runner: float = 0.0  #: reward (>= 0) of every runner in the game every step
+    end_of_game_reward_for_runner: float = 1.0  #: reward (>= 0) of runners still in at the time limit
+    runner_exits_game_after_tagged: bool = True  #: tagged runners leave the game
+
+    def __post_init__(self) -> None:
+        check_int("num_taggers", self.num_taggers, 1)
+        check_int("num_runners", self.num_runners, 1)
+        check_int("episode_length", self.episode_length, 1)
+        check_int("num_acceleration_levels", self.num_acceleration_levels, 1)
+        check_int("num_turn_levels", self.num_turn_levels, 1)
+        check_int("num_other_agents_observed", self.num_other_agents_observed, 1, self.num_agents)
+        for name in ("grid_length", "max_speed"):
+            if not _finite(getattr(self, name)) or getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive number, got {getattr(self, name)!r}")
+        for name in ("skill_level_runner", "skill_level_tagger"):
+            if not _finite(getattr(self, name)) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be a number >= 0, got {getattr(self, name)!r}")
+        signs = {
+            "edge_hit_penalty": -1,
+            "step_penalty_for_tagger": -1,
+            "tag_penalty_for_runner": -1,
+            "tag_reward_for_tagger": 1,
+            "step_reward_for_runner": 1,
+            "end_of_game_reward_for_runner": 1,
+        }
+        for name, sign in signs.items():
+            value = getattr(self, name)
+            if not _finite(value) or value * sign < 0:
+                accepted = "<= 0" if sign < 0 else ">= 0"
+                raise ValueError(
+                    f"{name} must be a number {accepted} (as the reference asserts), got {value!r}"
+                )
+        if not _finite(self.tagging_distance) or not 0.0 <= self.tagging_distance <= 1.0:
+            raise ValueError(
+                f"tagging_distance must be a fraction of grid_length in [0, 1], got {self.tagging_distance!r}"
+            )
+        for name in ("max_acceleration", "min_acceleration", "max_turn", "min_turn"):
+            if not _finite(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)!r}")
+        given_x, given_y = self.starting_location_x is not None, self.starting_location_y is not None
+        if given_x != given_y:
+            raise ValueError("starting_location_x and starting_location_y must be given both or neither")
+        for name in ("starting_location_x", "starting_location_y", "starting_directions"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _float_tuple(name, getattr(self, name), self.num_agents))
+        if self.seed is None:
+            object.__setattr__(self, "seed", int(np.random.SeedSequence().generate_state(1)[0]))
+        check_int("seed", self.seed, 0, 2**32 - 1)
+
+    @property
+    def num_agents(self) -> int:
+        """N: taggers and runners."""
+        return self.num_taggers + self.num_runners
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _float_tuple(name: str, value: object, count: int) -> tuple[float, ...]:
+    try:
+        entries = [float(entry) for entry in value]  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of {count} numbers, got {value!r}") from None
+    if len(entries) != count or not all(math.isfinite(entry) for entry in entries):
+        raise ValueError(f"{name} must hold {count} finite numbers (one per agent), got {value!r}")
+    return tuple(entries)
+
+
+def setup(params: TagContinuousParams) -> dict[str, np.ndarray]:
+    """The set-up of section 9.1: ``tagger_ids`` (sorted), start ``x``, ``y`` and ``theta``
+    (float32), from ``np.random.RandomState(seed)`` in the reference's order."""
+    rng = np.random.RandomState(params.seed)
+    n = params.num_agents
+    tagger_ids = np.sort(rng.choice(n, params.num_taggers, replace=False))
+    if params.starting_location_x is None:
+        x = params.grid_length * rng.rand(n)
+        y = params.grid_length * rng.rand(n)
+    else:
+        x, y = np.asarray(params.starting_location_x), np.asarray(params.starting_location_y)
+    if params.starting_directions is None:
+        theta = rng.choice(np.asarray(START_HEADINGS), n)
+    else:
+        theta = np.asarray(params.starting_directions)
+    return {
+        "tagger_ids": tagger_ids,
+        "x": x.astype(np.float32),
+        "y": y.astype(np.float32),
+        "theta": theta.astype(np.float32),
+    }
+
+
+def action_tables(params: TagContinuousParams) -> tuple[np.ndarray, np.ndarray]:
+    """The acceleration-change and turn tables of section 4: 0, then ``linspace`` between the end
+    points rounded to float32 first, stored as float32."""
+    acceleration = np.linspace(
+        np.float32(params.min_acceleration),
+        np.float32(params.max_acceleration),
+        params.num_acceleration_levels,
+    )
+    turn = np.linspace(np.float32(params.min_turn), np.float32(params.max_turn), params.num_turn_levels)
+    return (
+        np.concatenate([[0.0], acceleration]).astype(np.float32),
+        np.concatenate([[0.0], turn]).astype(np.float32),
+    )
+
+
+def kernel_params(params: TagContinuousParams) -> dict:
+    """What the kernels see: the numbers, per-agent tables (type, speed cap, step reward, start)
+    and the two action tables."""
+    start = setup(params)
+    n = params.num_agents
+    is_tagger = np.zeros(n, np.int32)
+    is_tagger[start["tagger_ids"]] = 1
+    skill = np.where(is_tagger == 1, params.skill_level_tagger, params.skill_level_runner)
+    step_reward = np.where(is_tagger == 1, params.step_penalty_for_tagger, params.step_reward_for_runner)
+    acceleration_table, turn_table = action_tables(params)
+    return {
+        "grid_length": np.float32(params.grid_length),
+        "episode_length": params.episode_length,
+        "num_runners": params.num_runners,
+        "max_speed": np.float32(params.max_speed),
+        "edge_hit_penalty": np.float32(params.edge_hit_penalty),
+        "use_full_observation": bool(params.use_full_observation),
+        "num_other_agents_observed": params.num_other_agents_observed,
+        "tagging_radius": np.float32(params.tagging_distance * params.grid_length),
+        "tag_reward_for_tagger": np.float32(params.tag_reward_for_tagger),
+        "tag_penalty_for_runner": np.float32(params.tag_penalty_for_runner),
+        "end_of_game_reward_for_runner": np.float32(params.end_of_game_reward_for_runner),
+        "runner_exits_game_after_tagged": bool(params.runner_exits_game_after_tagged),
+        "is_tagger": is_tagger,
+        "speed_cap": (np.float32(params.max_speed) * skill.astype(np.float32)).astype(np.float32),
+        "step_reward": step_reward.astype(np.float32),
+        "start_x": start["x"],
+        "start_y": start["y"],
+        "start_theta": start["theta"],
+        "acceleration_table": acceleration_table,
+        "turn_table": turn_table,
+    }
+
+
+STATE_FIELDS = (
+    StateField("x", np.float32),
+    StateField("y", np.float32),
+    StateField("v", np.float32),
+    StateField("theta", np.float32),
+    StateField("accel", np.float32),
+    StateField("in_game", np.int32),
+    StateField("in_game_before", np.int32),  # the flags before this step's tags (what is observed)
+    StateField("edge", np.float32),  # this step's edge penalty
+    StateField("tag_reward", np.float32),  # tag rewards a tagger collects this step
+    StateField("t", np.int32, per_agent=False),
+    StateField("runners_left", np.int32, per_agent=False),
+)
+
+
+@agent_function
+def reset_environment(state, params, env, key):
+    state.t[env] = 0
+    state.runners_left[env] = params.num_runners
+
+
+@agent_function
+def reset_agent(state, params, env, agent, key):
+    state.x[env, agent] = params.start_x[agent]
+    state.y[env, agent] = params.start_y[agent]
+    state.theta[env, agent] = params.start_theta[agent]
+    state.v[env, agent] = np.float32(0.0)
+    state.accel[env, agent] = np.float32(0.0)
+    state.in_game[env, agent] = 1
+    state.in_game_before[env, agent] = 1
+    state.edge[env, agent] = np.float32(0.0)
+    state.tag_reward[env, agent] = np.float32(0.0)
+
+
+@agent_function
+def move_agent(state, params, actions, env, agent, key):
+    """Section 5.2, float32 throughout; returns the edge penalty plus the step reward."""
+    playing = state.in_game[env, agent]
+    state.in_game_before[env, agent] = playing
+    g = np.float32(playing)
+    turn = params.turn_table[actions[env, agent, 1]]
+    change = params.acceleration_table[actions[env, agent, 0]]
+    theta = ((state.theta[env, agent] + turn) % TWO_PI) * g
+    accel = state.accel[env, agent] + change
+    cap = params.speed_cap[agent]
+    v = min(max(state.v[env, agent] + accel, np.float32(0.0)), cap) * g
+    if v <= np.float32(0.0) or v >= cap:
+        accel = np.float32(0.0)
+    x = state.x[env, agent] + v * np.float32(np.cos(theta))
+    y = state.y[env, agent] + v * np.float32(np.sin(theta))
+    length = params.grid_length
+    crossed = x < np.float32(0.0) or x > length or y < np.float32(0.0) or y > length
+    state.theta[env, agent] = theta
+    state.accel[env, agent] = accel
+    state.v[env, agent] = v
+    state.x[env, agent] = min(max(x, np.float32(0.0)), length)
+    state.y[env, agent] = min(max(y, np.float32(0.0)), length)
+    edge = params.edge_hit_penalty if crossed else np.float32(0.0)
+    state.edge[env, agent] = edge
+    if playing == 0:
+        return np.float32(0.0)
+    return edge + params.step_reward[agent]
+
+
+@agent_function
+def advance_clock(state, params, actions, rewards, env, key):
+    state.t[env] += 1
+
+
+@agent_function
+def distance(state, env, first, second):
+    """Float32 Euclidean distance between two agents (squared differences of float32 positions)."""
+    dx = state.x[env, first] - state.x[env, second]
+    dy = state.y[env, first] - state.y[env, second]
+    return np.float32(np.sqrt(dx * dx + dy * dy))
+
+
+@agent_function
+def tag_runner(state, params, actions, env, agent, key):
+    """Section 6.2-6.3 for one runner still in the game: the nearest tagger (ties to the lower id)
+    tags it when strictly closer than the radius; at the time limit the end-of-game reward."""
+    if params.is_tagger[agent] == 1 or state.in_game[env, agent] == 0:
+        return np.float32(0.0)
+    reward = np.float32(0.0)
+    nearest = -1
+    best = np.float32(0.0)
+    for other in range(state.x.shape[1]):
+        if params.is_tagger[other] == 1:
+            gap = distance(state, env, agent, other)
+            if nearest < 0 or gap < best:
+                nearest, best = other, gap
+    if best < params.tagging_radius:
+        reward += params.tag_penalty_for_runner
+        atomic_add(state.tag_reward, (env, nearest), params.tag_reward_for_tagger)
+        if params.runner_exits_game_after_tagged:
+            state.in_game[env, agent] = 0
+            atomic_add(state.runners_left, env, -1)
+    if state.t[env] == params.episode_length and state.in_game[env, agent] == 1:
+        reward += params.end_of_game_reward_for_runner
+    return reward
+
+
+@agent_function
+def collect_tag_rewards(state, params, actions, env, agent, key):
+    """Each tagger's tag rewards of this step (summed by the runners it tagged)."""
+    reward = state.tag_reward[env, agent]
+    state.tag_reward[env, agent] = np.float32(0.0)
+    return reward
+
+
+@agent_function
+def is_terminal(state, params, env):
+    return state.runners_left[env] == 0
+
+
+@agent_function
+def is_agent_done(state, params, env, agent):
+    return state.in_game[env, agent] == 0
+
+
+@agent_function
+def write_features(state, params, obs, env, agent, other, slot, slots):
+    """The seven features of ``other`` seen from ``agent`` into slot ``slot`` of ``slots``."""
+    diagonal = np.float32(np.sqrt(np.float32(2.0)) * params.grid_length)
+    speed_scale = np.float32(params.max_speed + SPEED_EPSILON)
+    obs[env, agent, slot] = (state.x[env, other] - state.x[env, agent]) / diagonal
+    obs[env, agent, slots + slot] = (state.y[env, other] - state.y[env, agent]) / diagonal
+    obs[env, agent, 2 * slots + slot] = (state.v[env, other] - state.v[env, agent]) / speed_scale
+    obs[env, agent, 3 * slots + slot] = (state.accel[env, other] - state.accel[env, agent]) / speed_scale
+    obs[env, agent, 4 * slots + slot] = (state.theta[env, other] - state.theta[env, agent]) / TWO_PI
+    obs[env, agent, 5 * slots + slot] = np.float32(params.is_tagger[other])
+    obs[env, agent, 6 * slots + slot] = np.float32(state.in_game_before[env, other])
+
+
+@agent_function
+def observe_agent(state, params, obs, env, agent):
+    num_agents = state.x.shape[1]
+    playing = state.in_game_before[env, agent] == 1
+    time = np.float32(state.t[env]) / np.float32(params.episode_length)
+    if params.use_full_observation:
+        slots = num_agents - 1
+        slot = 0
+        for other in range(num_agents):
+            if other == agent:
+                continue
+            if playing:
+                write_features(state, params, obs, env, agent, other, slot, slots)
+            else:
+                for feature in range(5):
+                    obs[env, agent, feature * slots + slot] = np.float32(0.0)
+                obs[env, agent, 5 * slots + slot] = np.float32(params.is_tagger[other])
+                obs[env, agent, 6 * slots + slot] = np.float32(state.in_game_before[env, other])
+            slot += 1
+        obs[env, agent, 7 * slots] = time if playing else np.float32(0.0)
+        return
+    slots = params.num_other_agents_observed
+    # The k nearest others in the game by successive minima of (distance, id): no sort, no scratch.
+    previous = np.float32(-1.0)
+    previous_id = -1
+    for slot in range(slots):
+        chosen = -1
+        best = np.float32(0.0)
+        if playing:
+            for other in range(num_agents):
+                if other == agent or state.in_game_before[env, other] == 0:
+                    continue
+                gap = distance(state, env, agent, other)
+                after_previous = gap > previous or (gap == previous and other > previous_id)
+                if after_previous and (chosen < 0 or gap < best):
+                    chosen, best = other, gap
+        if chosen < 0:
+            for feature in range(7):
+                obs[env, agent, feature * slots + slot] = np.float32(0.0)
+        else:
+            write_features(state, params, obs, env, agent, chosen, slot, slots)
+            previous, previous_id = best, chosen
+    obs[env, agent, 7 * slots] = time if playing else np.float32(0.0)
+
+
+def observation_size(params: TagContinuousParams) -> int:
+    """``7 (N - 1) + 1`` (full) or ``7 k + 1`` (partial)."""
+    others = params.num_agents - 1 if params.use_full_observation else params.num_other_agents_observed
+    return 7 * others + 1
+
+
+def groups(params: TagContinuousParams) -> tuple[AgentGroup, ...]:
+    tagger_ids = tuple(int(agent) for agent in setup(params)["tagger_ids"])
+    runner_ids = tuple(agent for agent in range(params.num_agents) if agent not in set(tagger_ids))
+    size = observation_size(params)
+    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+    action_space = gymnasium.spaces.MultiDiscrete(
+        [params.num_acceleration_levels + 1, params.num_turn_levels + 1]
+    )
+    return (
+        AgentGroup("tagger", tagger_ids, observation_space, action_space),
+        AgentGroup("runner", runner_ids, observation_space, action_space),
+    )
+
+
+TAG_CONTINUOUS = EnvironmentDefinition(
+    name="TagContinuous-v0",
+    params_type=TagContinuousParams,
+    state_fields=STATE_FIELDS,
+    reset_environment=reset_environment,
+    reset_agent=reset_agent,
+    step_stages=(
+        # Out-of-game agents move too: the reference stops them (heading and speed 0).
+        AgentStage(move_agent, all_agents=True),
+        EnvironmentStage(advance_clock),
+        AgentStage(tag_runner),
+        AgentStage(collect_tag_rewards),
+    ),
+    observe_agent=observe_agent,
+    is_terminal=is_terminal,
+    is_agent_done=is_agent_done,
+    groups=groups,
+    max_episode_steps=lambda params: params.episode_length,
+    kernel_params=kernel_params,
+    finite_state_fields=("x", "y", "v", "theta", "accel"),
+    reference=(
+        "salesforce/warp-drive @ bac017ebb481714bee8f6b0ec75a67d3a2e034d3: "
+        "example_envs/tag_continuous/tag_continuous.py (TagContinuous), "
+        "tag_continuous_step_pycuda.cu, tag_continuous_step_numba.py"
+    ),
+)
