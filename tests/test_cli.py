@@ -160,8 +160,13 @@ def test_bench_prints_env_and_train_throughput(tmp_path, capsys):
         )
         == 0
     )
-    table = capsys.readouterr().out
+    printed = capsys.readouterr()
+    table = printed.out
     assert "env" in table and "train" in table
+    # Feedback while it works: what is happening first, then each size as it finishes.
+    progress = printed.err.splitlines()
+    assert progress[0].startswith("benchmarking CartPole-v1 on cpu; the first size compiles the kernels")
+    assert any(line.strip().startswith("env") and "steps/s" in line for line in progress[1:])
     lines = output.read_text().strip().splitlines()
     assert lines[0].startswith("env_id,mode") and len(lines) == 3
     assert all(float(line.split(",")[4]) > 0 for line in lines[1:])

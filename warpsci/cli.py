@@ -274,6 +274,12 @@ def command_bench(args: argparse.Namespace) -> int:
     if args.steps % args.steps_per_launch:
         raise SystemExit(f"--steps-per-launch {args.steps_per_launch} must divide --steps {args.steps}")
     results = []
+    print(
+        f"benchmarking {args.env_id} on {device}; the first size compiles the kernels (cached for later "
+        "runs), each size is printed as it finishes",
+        file=sys.stderr,
+        flush=True,
+    )
     for num_envs in args.num_envs:
         if args.mode in ("env", "both"):
             results.append(
