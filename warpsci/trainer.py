@@ -568,8 +568,9 @@ class OnPolicyTrainer:
             suffix = "" if len(self.learners) == 1 else f" of policy {learner.name!r}"
             buffer = learner.buffer
             names += [f"observations{suffix}", f"rewards{suffix}", f"weights{suffix} after the update"]
-            weights = torch.stack([parameter.isfinite().all() for parameter in learner.policy.parameters()])
-            flags += [buffer.obs.isfinite().all(), buffer.rewards.isfinite().all(), weights.all()]
+            # One pass over all weights (three launches) rather than two launches per tensor.
+            weights = torch.cat([parameter.detach().reshape(-1) for parameter in learner.policy.parameters()])
+            flags += [buffer.obs.isfinite().all(), buffer.rewards.isfinite().all(), weights.isfinite().all()]
         for field in self.env.definition.finite_state_fields:
             names.append(f"environment state {field!r}")
             flags.append(self.env.state_tensors[field].isfinite().all())
