@@ -283,8 +283,8 @@ def move_agent(state, params, actions, env, agent, key):
     v = min(max(state.v[env, agent] + accel, np.float32(0.0)), cap) * g
     if v <= np.float32(0.0) or v >= cap:
         accel = np.float32(0.0)
-    x = state.x[env, agent] + v * np.float32(np.cos(theta))
-    y = state.y[env, agent] + v * np.float32(np.sin(theta))
+    x = state.x[env, agent] + v * np.float32(math.cos(theta))
+    y = state.y[env, agent] + v * np.float32(math.sin(theta))
     length = params.grid_length
     crossed = x < np.float32(0.0) or x > length or y < np.float32(0.0) or y > length
     state.theta[env, agent] = theta
@@ -309,7 +309,7 @@ def distance(state, env, first, second):
     """Float32 Euclidean distance between two agents (squared differences of float32 positions)."""
     dx = state.x[env, first] - state.x[env, second]
     dy = state.y[env, first] - state.y[env, second]
-    return np.float32(np.sqrt(dx * dx + dy * dy))
+    return np.float32(math.sqrt(dx * dx + dy * dy))
 
 
 @agent_function
@@ -358,7 +358,7 @@ def is_agent_done(state, params, env, agent):
 @agent_function
 def write_features(state, params, obs, env, agent, other, slot, slots):
     """The seven features of ``other`` seen from ``agent`` into slot ``slot`` of ``slots``."""
-    diagonal = np.float32(np.sqrt(np.float32(2.0)) * params.grid_length)
+    diagonal = np.float32(math.sqrt(np.float32(2.0)) * params.grid_length)
     speed_scale = np.float32(params.max_speed + SPEED_EPSILON)
     obs[env, agent, slot] = (state.x[env, other] - state.x[env, agent]) / diagonal
     obs[env, agent, slots + slot] = (state.y[env, other] - state.y[env, agent]) / diagonal
