@@ -9,7 +9,6 @@ times the entropy, over the whole rollout at once; gradients are clipped to ``ma
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from warpsci.config import TrainConfig
 from warpsci.learner import PolicyLearner
@@ -34,10 +33,7 @@ class A2CTrainer(OnPolicyTrainer):
         )
         rollout = tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
         losses = self.compiled(a2c_losses)(learner.policy, learner.config, rollout, learner.ent_coef)
-        learner.optimizer.zero_grad(set_to_none=True)
-        losses.pop("loss").backward()
-        nn.utils.clip_grad_norm_(learner.policy.parameters(), learner.config.max_grad_norm)
-        learner.optimizer.step()
+        self.gradient_step(learner, losses.pop("loss"))
         losses["losses/explained_variance"] = self.explained_variance(learner)
         return losses
 

@@ -77,10 +77,10 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def command_train(args: argparse.Namespace) -> int:
     import warpsci  # noqa: F401  (registers the environments)
+    from warpsci import distributed
     from warpsci.algorithms import make_trainer, resume_trainer
     from warpsci.config import TrainConfig
     from warpsci.registry import get_definition
-    from warpsci.trainer import evaluate_policy
 
     if args.resume:
         run_dir = Path(args.resume)
@@ -93,21 +93,36 @@ def command_train(args: argparse.Namespace) -> int:
             overrides["device"] = args.device
         trainer = resume_trainer(run_dir, expected_env_id=args.env_id, **overrides)
         said = ", ".join(f"{key}={value}" for key, value in overrides.items()) or "nothing"
-        print(
-            f"resuming {run_dir} from {trainer.resumed_from} at step {trainer.global_step:,} of "
-            f"{trainer.config.total_timesteps:,}; overriding {said}",
-            file=sys.stderr,
-        )
+        if trainer.processes.is_main:
+            print(
+                f"resuming {run_dir} from {trainer.resumed_from} at step {trainer.global_step:,} of "
+                f"{trainer.config.total_timesteps:,}; overriding {said}",
+                file=sys.stderr,
+            )
     else:
         if args.env_id is None:
             raise ValueError("train needs an environment id (see `warpsci list`), or --resume RUN_DIR")
         get_definition(args.env_id)  # fail early on an unknown id
         config = TrainConfig.from_dict(resolve_train_config(args))
+        processes = distributed.setup(config.device)
+        # Several processes (torchrun): one folder, named by rank 0.
         run_dir = Path(
-            args.run_dir or f"runs/{config.env_id}__seed{config.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+            processes.broadcast_object(
+                args.run_dir or f"runs/{config.env_id}__seed{config.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+            )
         )
         trainer = make_trainer(config, run_dir)
-    config = trainer.config
+    return _train_and_report(args, trainer, run_dir)
+
+
+def _train_and_report(args: argparse.Namespace, trainer: Any, run_dir: Path) -> int:
+    """Train, then (on rank 0) evaluate, write ``summary.json`` and print it."""
+    from warpsci.trainer import evaluate_policy
+
+    config, processes = trainer.config, trainer.processes
+    if not processes.is_main:
+        result = trainer.train()
+        return exit_code(result.stopped_by) if result.stopped_by is not None else 0
     if config.total_timesteps % config.batch_size:
         steps = config.num_iterations * config.batch_size
         print(
@@ -116,8 +131,9 @@ def command_train(args: argparse.Namespace) -> int:
             f"{steps:,} steps",
             file=sys.stderr,
         )
+    where = f"{trainer.device}" if not processes.active else f"{processes.world_size} processes"
     print(
-        f"training {config.env_id} with {config.algo.upper()} on {trainer.device} with "
+        f"training {config.env_id} with {config.algo.upper()} on {where} with "
         f"{config.num_envs} environments for {config.total_timesteps:,} steps; run folder {run_dir}",
         file=sys.stderr,
     )
@@ -130,6 +146,9 @@ def command_train(args: argparse.Namespace) -> int:
         "global_step": result.global_step,
         "train_wall_time_s": round(result.wall_time, 3),
     }
+    if processes.active:
+        summary["processes"] = processes.world_size
+        summary["ranks_in_sync"] = result.ranks_in_sync
     if result.stopped_by is not None:
         summary["stopped_by"] = result.stopped_by
     groups = trainer.group_names
@@ -548,6 +567,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"warpsci {args.command}: error: {error}", file=sys.stderr)
         return 2
+    finally:
+        from warpsci.distributed import shutdown
+
+        shutdown()  # leave the process group of a torchrun launch (nothing otherwise)
 
 
 if __name__ == "__main__":

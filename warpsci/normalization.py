@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from warpsci.distributed import SINGLE, Processes
+
 
 class RunningMeanStd(nn.Module):
     """Mean and variance of everything seen so far, per feature (Chan et al.'s parallel update).
@@ -27,12 +29,20 @@ class RunningMeanStd(nn.Module):
         self.register_buffer("count", torch.tensor(epsilon, dtype=torch.float64))
 
     @torch.no_grad()
-    def update(self, batch: torch.Tensor) -> None:
-        """Fold in ``batch`` shaped ``(..., *shape)``; every leading index is one sample."""
+    def update(self, batch: torch.Tensor, processes: Processes = SINGLE) -> None:
+        """Fold in ``batch`` shaped ``(..., *shape)``; every leading index is one sample. With
+        several training ``processes``, the batch is every process's batch together."""
         flat = batch.reshape(-1, *self.mean.shape).to(torch.float64)
         batch_count = flat.shape[0]
         batch_mean = flat.mean(0)
         batch_var = flat.var(0, unbiased=False)
+        if processes.active:
+            # Counts, sums and sums of squares add up over the processes.
+            moments = torch.stack([batch_mean * batch_count, (batch_var + batch_mean.square()) * batch_count])
+            processes.sum_(moments)
+            batch_count *= processes.world_size
+            batch_mean = moments[0] / batch_count
+            batch_var = moments[1] / batch_count - batch_mean.square()
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean += delta * batch_count / total
@@ -71,9 +81,12 @@ class RewardScaler(nn.Module):
         self.register_buffer("running_return", torch.zeros(num_envs))
 
     @torch.no_grad()
-    def scale(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+    def scale(
+        self, rewards: torch.Tensor, dones: torch.Tensor, processes: Processes = SINGLE
+    ) -> torch.Tensor:
         """Advance the running returns through a rollout ``(num_steps, num_envs)``, update the
-        statistics with them, and return the rollout's rewards scaled by the updated statistics."""
+        statistics with them (every training process's), and return the rollout's rewards scaled
+        by the updated statistics."""
         returns = torch.empty_like(rewards)
         running = self.running_return
         for t in range(rewards.shape[0]):
@@ -81,6 +94,6 @@ class RewardScaler(nn.Module):
             returns[t] = running
             running = running * (1.0 - dones[t])
         self.running_return.copy_(running)
-        self.return_stats.update(returns)
+        self.return_stats.update(returns, processes)
         std = torch.sqrt(self.return_stats.var + self.eps).to(rewards.dtype)
         return (rewards / std).clamp(-self.clip, self.clip)

@@ -10,7 +10,6 @@ on the approximate KL divergence. Rollouts, advantages and the training loop are
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from warpsci.config import TrainConfig
 from warpsci.learner import PolicyLearner
@@ -57,12 +56,12 @@ class PPOTrainer(OnPolicyTrainer):
                 index = order[start : start + minibatch_size]
                 losses = minibatch_losses(learner.policy, config, rollout, index, learner.ent_coef)
                 clip_fractions.append(losses["losses/clipfrac"])
-                learner.optimizer.zero_grad(set_to_none=True)
-                losses.pop("loss").backward()
-                nn.utils.clip_grad_norm_(learner.policy.parameters(), config.max_grad_norm)
-                learner.optimizer.step()
-            if config.target_kl is not None and float(losses["losses/approx_kl"]) > config.target_kl:
-                break
+                self.gradient_step(learner, losses.pop("loss"))
+            if config.target_kl is not None:
+                # Every training process must take the same decision: on the mean KL.
+                approx_kl = self.processes.average_(losses["losses/approx_kl"].detach().clone())
+                if float(approx_kl) > config.target_kl:
+                    break
 
         losses["losses/clipfrac"] = torch.stack(clip_fractions).mean()
         losses["losses/explained_variance"] = self.explained_variance(learner)

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
+from warpsci import distributed
 from warpsci.checkpoint import (
     CheckpointError,
     load_latest_checkpoint,
@@ -52,6 +54,9 @@ class TrainResult:
     """With ``target_return``: the step count when the last-100 mean reached it (else None)."""
     stopped_by: str | None = None
     """The signal (``"SIGTERM"``, ``"SIGINT"``) that stopped the run early, else None."""
+    ranks_in_sync: bool | None = None
+    """With several training processes: whether every process ended with bit-identical weights
+    (None for one process)."""
 
 
 #: Version of the checkpoint layout; a checkpoint of a newer layout is refused.
@@ -66,16 +71,23 @@ class OnPolicyTrainer:
         config: Hyperparameters and run settings.
         run_dir: Where to write ``config.yaml``, ``progress.csv``, TensorBoard events and
             ``checkpoint.pt``; None writes nothing.
+
+    Launched by torchrun as one of several processes (:mod:`warpsci.distributed`), the trainer
+    steps its share of ``num_envs`` (a global count, as ``total_timesteps``), averages gradients
+    and statistics with the other processes, and only rank 0 writes to ``run_dir``.
     """
 
     def __init__(self, config: TrainConfig, run_dir: str | Path | None = None) -> None:
         self.config = config
         self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.processes = distributed.setup(config.device)
+        if self.processes.active:
+            config.env_params = agreed_env_params(config, self.processes)
         self.env: WarpVectorEnv = make(
             config.env_id,
-            num_envs=config.num_envs,
-            device=config.device,
-            seed=config.seed,
+            num_envs=self.processes.share(config.num_envs, "num_envs"),
+            device=self.processes.device(config.device),
+            seed=self.processes.seed(config.seed),
             params=dict(config.env_params) or None,
             copy=False,
             check_actions=False,
@@ -94,8 +106,11 @@ class OnPolicyTrainer:
         capture_update = capture and config.target_kl is None
         # Capturable on every CUDA run, so that eager and captured runs do the same arithmetic.
         self.learners = build_learners(config, self.env, capturable=self.device.type == "cuda")
+        # Every process starts from the same weights (rank 0's), and samples its own actions.
+        for learner in self.learners:
+            self.processes.broadcast_module(learner.policy)
         self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(config.seed)
+        self.generator.manual_seed(self.processes.seed(config.seed))
         self.recent_episodes = {
             name: ring for learner in self.learners for name, ring in learner.new_recent_episodes().items()
         }
@@ -144,6 +159,11 @@ class OnPolicyTrainer:
     def buffer(self) -> RolloutBuffer:
         """The rollout buffer of a one-policy run."""
         return self.single.buffer
+
+    @property
+    def writes(self) -> bool:
+        """Whether this trainer writes its run folder (it has one, and it is rank 0)."""
+        return self.run_dir is not None and self.processes.is_main
 
     @property
     def group_names(self) -> list[str]:
@@ -260,7 +280,10 @@ class OnPolicyTrainer:
         trainer.load(payload)
         trainer.resumed_from = trainer._last_checkpoint = path
         # Different episodes from the interrupted run, but the same ones on every resume.
-        trainer.env.reset(seed=config.seed + trainer.iteration)
+        seed = trainer.processes.seed(config.seed + trainer.iteration)
+        trainer.env.reset(seed=seed)
+        if trainer.processes.active:  # the checkpoint holds rank 0's sampling state
+            trainer.generator.manual_seed(seed)
         return trainer
 
     # ----------------------------------------------------------------------------- training
@@ -337,7 +360,7 @@ class OnPolicyTrainer:
             final_values = policy.value(buffer.final_obs)
             rewards = buffer.rewards
             if learner.reward_scaler is not None:
-                rewards = learner.reward_scaler.scale(rewards, buffer.dones)
+                rewards = learner.reward_scaler.scale(rewards, buffer.dones, self.processes)
             # A truncated episode did not end: credit it with the value of where it stopped.
             bootstrapped = rewards + config.gamma * final_values * buffer.truncated
             learner.kernels.advantages(bootstrapped, next_value, config.gamma, config.gae_lambda)
@@ -345,6 +368,16 @@ class OnPolicyTrainer:
     def update(self, learner: PolicyLearner) -> dict[str, torch.Tensor]:
         """Learn from ``learner``'s rollout; returns losses as device scalars."""
         raise NotImplementedError
+
+    def gradient_step(self, learner: PolicyLearner, loss: torch.Tensor) -> None:
+        """One optimizer step on ``loss``: gradients (averaged over the training processes),
+        clipped to ``max_grad_norm`` in global norm, then the optimizer's step."""
+        learner.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        parameters = list(learner.policy.parameters())
+        self.processes.average_gradients(parameters)
+        nn.utils.clip_grad_norm_(parameters, learner.config.max_grad_norm)
+        learner.optimizer.step()
 
     def run_update(self) -> dict[str, torch.Tensor]:
         """``update`` of every learner, replayed as a CUDA graph when the update is captured.
@@ -390,6 +423,7 @@ class OnPolicyTrainer:
         """
         guard: contextlib.AbstractContextManager = contextlib.nullcontext()
         if self.run_dir is not None:
+            # Every process checks the folder before rank 0 writes to it.
             if self.run_dir.exists() and not self.run_dir.is_dir():
                 raise RunFolderError(f"run folder {str(self.run_dir)!r} is a file; give a folder path")
             found = holds_run(self.run_dir)
@@ -398,7 +432,9 @@ class OnPolicyTrainer:
                     f"run folder {str(self.run_dir)!r} already holds a run ({found}): continue it with "
                     f"--resume {self.run_dir}, or choose a new --run-dir (or delete the folder)"
                 )
-            guard = RunLock(self.run_dir)
+            self.processes.barrier()
+            if self.writes:
+                guard = RunLock(self.run_dir)
         with guard, StopSignals() as stop:
             return self._train_loop(on_iteration, progress_bar, stop)
 
@@ -413,11 +449,12 @@ class OnPolicyTrainer:
 
         config = self.config
         log = None
-        if self.run_dir is not None:
+        if self.writes:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             save_yaml(config.to_dict(), self.run_dir / "config.yaml")
             log = RunLog(self.run_dir, resume_at_step=self.global_step if self.iteration > 0 else None)
         bar = None
+        progress_bar = progress_bar and self.processes.is_main
         if progress_bar:
             print(
                 "compiling kernels and taking the first iteration (kernels are cached: a later run "
@@ -448,7 +485,7 @@ class OnPolicyTrainer:
                 for learner in self.learners:
                     if learner.policy.obs_normalizer is not None:
                         # After the update, so that the statistics are fixed within an iteration.
-                        learner.policy.obs_normalizer.update(learner.buffer.obs)
+                        learner.policy.obs_normalizer.update(learner.buffer.obs, self.processes)
                 self.iteration += 1
                 self.global_step += config.batch_size
 
@@ -462,7 +499,12 @@ class OnPolicyTrainer:
                 parts.append(torch.stack([losses[n].float() for n in names]) if names else torch.zeros(0))
                 health_names, health = self.health_checks()
                 parts.append(health)
-                values = torch.cat([part.float().to(self.device) for part in parts]).tolist()
+                # Whether a stop signal reached this process: every process stops at the same iteration.
+                parts.append(torch.tensor([float(stop.received is not None)]))
+                values = torch.cat([part.float().to(self.device) for part in parts])
+                # Several processes: every number averaged (health flags stay 1 only if 1 everywhere).
+                values = self.processes.average_(values).tolist()
+                stop_requested = values.pop() > 0
                 first_loss = 5 * len(groups)
                 loss_values = dict(zip(names, values[first_loss : first_loss + len(names)], strict=True))
                 self.raise_if_non_finite(health_names, values[len(values) - len(health_names) :], loss_values)
@@ -524,10 +566,10 @@ class OnPolicyTrainer:
                 due = (every > 0 and self.iteration % every == 0) or (
                     every_s > 0 and time.monotonic() - self._last_checkpoint_time >= every_s
                 )
-                if self.run_dir is not None and due:
+                if self.writes and due:
                     self.save()
-                if stop.received is not None:
-                    stopped_by = stop.received
+                if stop_requested:
+                    stopped_by = stop.received or "SIGTERM"  # (received by another process)
                     break
                 target = config.target_return
                 if (
@@ -539,7 +581,7 @@ class OnPolicyTrainer:
                     solved_at = self.global_step
                     break
         finally:
-            if self.run_dir is not None and not self._non_finite:
+            if self.writes and not self._non_finite:
                 self.save()
             if log is not None:
                 log.close()
@@ -547,6 +589,14 @@ class OnPolicyTrainer:
                 bar.close()
         if not one_group and history:
             mean_return = math.nan
+        in_sync = None
+        if self.processes.active:
+            in_sync = self.processes.modules_in_sync(learner.policy for learner in self.learners)
+            if not in_sync:
+                raise RuntimeError(
+                    f"the weights differ between the {self.processes.world_size} training processes "
+                    "after training: a process took a different step (please report this as a bug)"
+                )
         return TrainResult(
             global_step=self.global_step,
             iterations=self.iteration,
@@ -555,6 +605,7 @@ class OnPolicyTrainer:
             history=history,
             solved_at_step=solved_at,
             stopped_by=stopped_by,
+            ranks_in_sync=in_sync,
         )
 
     def health_checks(self) -> tuple[list[str], torch.Tensor]:
@@ -581,7 +632,7 @@ class OnPolicyTrainer:
     ) -> None:
         """Raise :class:`NonFiniteError` (and refuse later checkpoints) when a health check
         (:meth:`health_checks`, 1 for finite) or a loss of this iteration is NaN or infinite."""
-        bad = [name for name, finite in zip(health_names, health, strict=True) if finite < 0.5]
+        bad = [name for name, finite in zip(health_names, health, strict=True) if finite < 1.0]
         for name, value in losses.items():
             # The explained variance is NaN, legitimately, when every return is equal.
             if not math.isfinite(value) and "explained_variance" not in name:
@@ -595,6 +646,19 @@ class OnPolicyTrainer:
             f"{', '.join(bad)}; the run stopped without checkpointing it. Last good checkpoint: {last}. "
             "Lower the learning rate, check the environment's dynamics and rewards, or clip them."
         )
+
+
+def agreed_env_params(config: TrainConfig, processes: distributed.Processes) -> dict[str, Any]:
+    """``config.env_params`` with one ``seed`` for every process where the environment would draw
+    its own (a ``seed`` param left None): the processes must play the same game."""
+    from warpsci.registry import get_definition
+
+    params_type = get_definition(config.env_id).params_type
+    fields = dataclasses.fields(params_type) if dataclasses.is_dataclass(params_type) else ()
+    if "seed" not in {field.name for field in fields} or config.env_params.get("seed") is not None:
+        return config.env_params
+    drawn = int(np.random.SeedSequence().generate_state(1)[0])
+    return {**config.env_params, "seed": processes.broadcast_object(drawn)}
 
 
 def build_learners(config: TrainConfig, env: WarpVectorEnv, capturable: bool) -> list[PolicyLearner]:
