@@ -1,0 +1,102 @@
+"""Weak scaling over the GPUs of one host (issue 15): end-to-end steps/s of ``torchrun
+--nproc-per-node K -m warpsci train`` with the same environments per GPU, K = 1 and K = all.
+
+Run on a host with CUDA GPUs:  python benchmarks/multi_gpu_scaling.py OUT_DIR [K ...]
+(default: 1 and every GPU). Prints a table and writes multi_gpu_scaling.json; efficiency =
+rate on K / (K x rate on 1), with the one-GPU baseline measured on the same host. NVLink
+multicast stays off (NCCL_NVLS_ENABLE=0). Rates are the median ``charts/SPS_iteration`` of the
+iterations after three warm-ups, read from rank 0's progress.csv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from warpsci.run_log import read_progress
+
+#: name, environment, environments per GPU, iterations, extra flags.
+CASES = [
+    (
+        "CartPole-v1 PPO 64x64, 128-step rollouts",
+        "CartPole-v1",
+        8192,
+        12,
+        ["--num-steps", "128"],
+    ),
+    (
+        "TagGridworld-v0 2,000 x 5 A2C [32, 32] shared, 100-step rollouts",
+        "TagGridworld-v0",
+        2000,
+        12,
+        [
+            "--algo", "a2c", "--num-steps", "100", "--hidden-sizes", "32", "32", "--shared-policy",
+            "--no-anneal-lr", "--num-minibatches", "1", "--update-epochs", "1",
+            "--env-params",
+            "{num_taggers: 4, grid_length: 100, episode_length: 100, use_full_observation: true}",
+        ],
+    ),
+]  # fmt: skip
+
+
+def run_case(
+    out: Path, name: str, env_id: str, per_gpu: int, iterations: int, flags: list, gpus: int
+) -> dict:
+    run_dir = out / f"{env_id}_{gpus}gpu"
+    steps = 128 if env_id == "CartPole-v1" else 100
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus)]
+    command += ["-m", "warpsci", "train", env_id, "--device", "cuda", "--run-dir", str(run_dir)]
+    command += ["--num-envs", str(per_gpu * gpus), "--total-steps", str(per_gpu * gpus * steps * iterations)]
+    command += ["--no-progress", "--eval-episodes", "0", "--checkpoint-every-s", "0", *flags]
+    started = time.perf_counter()
+    completed = subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, "NCCL_NVLS_ENABLE": "0"}, timeout=900
+    )
+    row = {"case": name, "gpus": gpus, "envs_per_gpu": per_gpu, "wall_s": time.perf_counter() - started}
+    if completed.returncode != 0:
+        row["error"] = completed.stderr[-1500:]
+        return row
+    rates = [entry["charts/SPS_iteration"] for entry in read_progress(run_dir / "progress.csv")][3:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    row.update(
+        env_steps_per_s=statistics.median(rates),
+        iterations_timed=len(rates),
+        ranks_in_sync=summary.get("ranks_in_sync"),
+    )
+    return row
+
+
+def main(out_dir: str, counts: list[int]) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for case in CASES:
+        for gpus in counts:
+            rows.append(run_case(out, *case, gpus))
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "error"}), flush=True)
+            if "error" in rows[-1]:
+                print(rows[-1]["error"], flush=True)
+    for row in rows:
+        base = next((r for r in rows if r["case"] == row["case"] and r["gpus"] == 1), None)
+        if base and "env_steps_per_s" in base and "env_steps_per_s" in row:
+            row["efficiency"] = row["env_steps_per_s"] / (row["gpus"] * base["env_steps_per_s"])
+    report = {"device": torch.cuda.get_device_name(), "gpus": torch.cuda.device_count(), "rows": rows}
+    report["date"] = time.strftime("%Y-%m-%d")
+    (out / "multi_gpu_scaling.json").write_text(json.dumps(report, indent=2))
+    print(f"{'case':<66} {'GPUs':>4} {'env steps/s':>14} {'efficiency':>10}")
+    for row in rows:
+        rate = f"{row['env_steps_per_s']:,.0f}" if "env_steps_per_s" in row else "failed"
+        efficiency = f"{row['efficiency']:.1%}" if "efficiency" in row else ""
+        print(f"{row['case']:<66} {row['gpus']:>4} {rate:>14} {efficiency:>10}")
+
+
+if __name__ == "__main__":
+    given = [int(k) for k in sys.argv[2:]]
+    main(sys.argv[1], given or sorted({1, torch.cuda.device_count()}))
