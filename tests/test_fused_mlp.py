@@ -57,3 +57,53 @@ def test_compiled_kernels_on_the_gpu():
     assert ((out.double() - expected).norm() / expected.norm()).item() < 1e-5
     for grad, parameter in zip(grads, reference.parameters(), strict=True):
         assert ((grad.double() - parameter.grad).norm() / parameter.grad.norm()).item() < 1e-5
+
+
+@pytest.mark.parametrize(
+    ("matmul_precision", "expected"), [("highest", "ieee"), ("high", "tf32x3"), ("medium", "tf32x3")]
+)
+def test_default_precision_is_never_truncated_tf32(monkeypatch, matmul_precision, expected):
+    """Plain TF32 in ``tl.dot`` truncates the operands (a -7e-4 relative bias on every output and
+    gradient; A2C's Cartpole critic at values near 100 was biased by -0.07 on the H100), so the
+    trainer's TF32 setting (``high``) must pick 3xTF32."""
+    import warpsci.fused_mlp as fused_module
+
+    seen = []
+
+    def record(*args):
+        seen.append(args[-1])
+        return torch.zeros(args[0].shape[0], args[5].shape[0])
+
+    monkeypatch.setattr(fused_module, "can_fuse", lambda module, x: True)
+    monkeypatch.setattr(fused_module._FusedMLP, "apply", record)
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(matmul_precision)
+    try:
+        fused_module.fused_mlp(mlp(4, (16, 16), 1, 1.0), torch.randn(8, 4))
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert seen == [expected]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_default_precision_is_unbiased_on_the_gpu():
+    """With the trainer's TF32 setting, the fused outputs are not shrunk toward zero against float64
+    (H100: plain TF32 -1.7e-3, 3xTF32 -3.5e-7, PyTorch's layers 5e-6)."""
+    from warpsci.fused_mlp import fused_mlp
+
+    torch.manual_seed(0)
+    net = mlp(4, (64, 64), 1, 1.0).cuda()
+    with torch.no_grad():
+        net[4].weight.abs_().mul_(20.0)  # coherent terms, as in a trained critic
+    x = torch.randn(20_000, 4, device="cuda")
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        out = fused_mlp(net, x).double()
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    expected = net.double()(x.double())
+    product = expected - net[4].bias
+    shrink = (((out - expected) * product).mean() / product.square().mean()).item()
+    assert abs(shrink) < 1e-4, f"outputs scaled by 1 + {shrink:.2e} against float64"

@@ -14,8 +14,15 @@ per row (Tag gridworld: 6 in, 5 out) that traffic is nearly all of an update's t
   result does not depend on the order programs finish in (no float atomics).
 * The input needs no gradient (observations); the weights do.
 
-The products run on the tensor cores in TF32 (``precision="tf32"``), or in float32 arithmetic
-(``"ieee"``) where torch's float32 matmul precision is ``"highest"`` (``TrainConfig.tf32`` off).
+The products run on the tensor cores in 3xTF32 (``precision="tf32x3"``, float32 accuracy) where
+torch's float32 matmul precision allows TF32 (``TrainConfig.tf32``, the default), or in float32
+arithmetic (``"ieee"``) where it is ``"highest"``. Plain ``"tf32"`` is never chosen by default:
+Triton hands the float32 operands to the TF32 tensor cores unrounded, so their low 13 mantissa bits
+are truncated (toward zero) and the outputs shrink: on the H100 a critic's outputs came out scaled
+by 1 - 1.7e-3 (3xTF32: 1 - 3.5e-7; PyTorch's layers under the same setting: 1 + 5e-6). In A2C's
+Cartpole preset that biased values near 100 by -0.07, and near convergence, where the value loss is
+small, the bias dominated the gradient: weight gradients off by up to 360 % against float64 (PyTorch's
+TF32 layers: 0.2 %).
 With ``TRITON_INTERPRET=1`` the kernels run on the CPU (the tests' reference check).
 :func:`fused_mlp` falls back to the module itself where the kernels do not apply.
 
@@ -23,7 +30,9 @@ Status: opt-in (``TrainConfig.fused_mlp``, off by default). The outputs and grad
 PyTorch's (tests, CPU interpreter and H100), and Tag gridworld trains 3.2x faster end to end at
 2,000 x 1,000 agents, but in a first check on the H100 (2026-11-23) A2C's Cartpole preset reached
 its threshold in 1 of 5 fused runs (TF32 and 3xTF32) against 2 of 3 unfused; until seeds enough to
-tell luck from a fault have been run, the default stays PyTorch's layers.
+tell luck from a fault have been run, the default stays PyTorch's layers. The TF32 runs there
+(and the later 3 of 10 against 7 of 10) used plain TF32, whose bias (above) was found afterwards;
+the default is now 3xTF32, whose learning results are still to be checked.
 """
 
 from __future__ import annotations
@@ -86,13 +95,13 @@ def can_fuse(module: nn.Module, x: torch.Tensor) -> bool:
 def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) -> torch.Tensor:
     """``module(x)`` for a two-hidden-layer tanh MLP, through the fused kernels where they apply
     (:func:`can_fuse`), else through ``module``. Differentiable with respect to the weights.
-    ``precision``: ``"ieee"`` (float32 arithmetic), ``"tf32"`` (tensor cores, 10-bit mantissas) or
-    ``"tf32x3"`` (three TF32 products per product, float32 accuracy, half the speed); default
-    ``"ieee"`` where torch's float32 matmul precision is ``"highest"``, else ``"tf32"``."""
+    ``precision``: ``"ieee"`` (float32 arithmetic), ``"tf32"`` (tensor cores, 10-bit mantissas,
+    truncated: biased, see the module's docstring) or ``"tf32x3"`` (three TF32 products per
+    product, float32 accuracy, half the speed); default :func:`default_precision`."""
     if not can_fuse(module, x):
         return module(x)
     if precision is None:
-        precision = "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+        precision = default_precision()
     first, second, third = mlp_layers(module)
     rows = x.reshape(-1, x.shape[-1])
     if not rows.is_contiguous():
@@ -101,6 +110,13 @@ def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) 
         rows, first.weight, first.bias, second.weight, second.bias, third.weight, third.bias, precision
     )
     return out.reshape(*x.shape[:-1], third.out_features)
+
+
+def default_precision() -> str:
+    """The kernels' products for torch's float32 matmul precision: ``"ieee"`` where it is
+    ``"highest"``, else ``"tf32x3"``, never plain ``"tf32"`` (its truncated operands bias every
+    output and gradient, see the module's docstring)."""
+    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32x3"
 
 
 def _padded(width: int) -> int:
