@@ -78,6 +78,8 @@ import gymnasium
 import numpy as np
 from numba import njit
 
+from warpsci.environment_checks import check_function
+
 #: Name of the one group of a single-group environment declared through ``observation_space``.
 SINGLE_GROUP = "agent"
 
@@ -257,6 +259,18 @@ class EnvironmentDefinition:
             raise ValueError(f"{self.name}: give observation_space and action_space, or groups")
         if self.groups is not None and self.num_agents is not None:
             raise ValueError(f"{self.name}: with groups, the number of agents is the groups' total")
+        for kind, function in self._functions():
+            check_function(self.name, kind, function)
+
+    def _functions(self) -> list[tuple[str, Callable]]:
+        """Each environment function given, with its kind (``environment_checks.SIGNATURES``)."""
+        named = [
+            (kind, getattr(self, kind))
+            for kind in ("reset_environment", "reset_agent", "step_agent", "observe_agent", "is_terminal",
+                         "is_agent_done", "action_mask")
+            if getattr(self, kind) is not None
+        ]  # fmt: skip
+        return named + [(type(stage).__name__, stage.function) for stage in self.step_stages]
 
     @property
     def state_type(self) -> type:

@@ -27,6 +27,7 @@ from warpsci.environment import (
     mask_size,
     params_to_tuple,
 )
+from warpsci.environment_checks import raise_named
 
 _NUMPY_TO_TORCH = {
     np.dtype(np.float32): torch.float32,
@@ -266,12 +267,15 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             self._next_seed = _seed_to_int(seed)
         self._seed = self._next_seed
         self._next_seed = (self._next_seed * 6364136223846793005 + 1442695040888963407) % 2**63
-        if self.device.type == "cpu":
-            self._kernels.reset(self._state_view, self._params_tuple, self._buffer_view, self._seed)
-        else:
-            self._kernels.reset(
-                self._state_view, self._params_tuple, self._buffer_view, self._seed, self._stream()
-            )
+        try:
+            if self.device.type == "cpu":
+                self._kernels.reset(self._state_view, self._params_tuple, self._buffer_view, self._seed)
+            else:
+                self._kernels.reset(
+                    self._state_view, self._params_tuple, self._buffer_view, self._seed, self._stream()
+                )
+        except Exception as error:  # the first call compiles: Numba's errors said in one paragraph
+            raise_named(self.definition.name, error)
         self._has_reset = True
         return self._output(self.buffers.obs), {}
 
@@ -307,23 +311,26 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
 
         The fast path for trainers: no validation, no copies, no info dictionary.
         """
-        if self.device.type == "cpu":
-            self._kernels.step(
-                self._state_view,
-                self._params_tuple,
-                self._buffer_view,
-                self._seed,
-                self.max_episode_steps,
-            )
-        else:
-            self._kernels.step(
-                self._state_view,
-                self._params_tuple,
-                self._buffer_view,
-                self._seed,
-                self.max_episode_steps,
-                self._stream(),
-            )
+        try:
+            if self.device.type == "cpu":
+                self._kernels.step(
+                    self._state_view,
+                    self._params_tuple,
+                    self._buffer_view,
+                    self._seed,
+                    self.max_episode_steps,
+                )
+            else:
+                self._kernels.step(
+                    self._state_view,
+                    self._params_tuple,
+                    self._buffer_view,
+                    self._seed,
+                    self.max_episode_steps,
+                    self._stream(),
+                )
+        except Exception as error:
+            raise_named(self.definition.name, error)
 
     def random_rollout(self, num_steps: int) -> RandomRolloutStats:
         """Advance every environment ``num_steps`` steps with uniform random actions, drawn inside
@@ -368,10 +375,13 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             (views[0], views[1]),
             (views[2], views[3]),
         )
-        if self.device.type == "cpu":
-            self._kernels.random_steps(*arguments)
-        else:
-            self._kernels.random_steps(*arguments, self._stream())
+        try:
+            if self.device.type == "cpu":
+                self._kernels.random_steps(*arguments)
+            else:
+                self._kernels.random_steps(*arguments, self._stream())
+        except Exception as error:
+            raise_named(self.definition.name, error)
         return RandomRolloutStats(episodes=episodes, return_sum=self._agents_out(return_sum))
 
     def close(self, **kwargs: Any) -> None:
