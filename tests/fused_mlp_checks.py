@@ -48,6 +48,42 @@ def forward_and_gradients_match_float64() -> None:
             )
 
 
+def _shrink(out: torch.Tensor, expected: torch.Tensor, bias: torch.Tensor) -> float:
+    """How much ``out`` is scaled against ``expected`` (0: unbiased; negative: toward zero)."""
+    product = expected - bias.double()
+    return (((out.double() - expected) * product).mean() / product.square().mean()).item()
+
+
+def rounded_tf32_is_unbiased() -> None:
+    """``"tf32_rounded"`` rounds the products' operands to TF32 (errors of TF32's size) without
+    the bias toward zero that truncating them has (emulated here in float64 from truncated weights
+    and inputs: the statistic below sees it)."""
+    torch.manual_seed(0)
+    net = mlp(4, (64, 64), 1, 1.0)
+    with torch.no_grad():
+        net[4].weight.abs_().mul_(20.0)  # coherent terms, as in a trained critic
+    x = torch.randn(4096, 4)
+    out = fused_mlp(net, x, precision="tf32_rounded")
+    expected = net.double()(x.double()).detach()
+    error = _relative(out, expected)
+    assert 1e-5 < error < 1e-2, f"relative error {error:.2e}: not TF32-sized"
+    rounded = _shrink(out.detach(), expected, net[4].bias.detach())
+
+    def truncate(tensor: torch.Tensor) -> torch.Tensor:
+        bits = tensor.float().contiguous().view(torch.int32) & ~0x1FFF
+        return bits.view(torch.float32).double()
+
+    layers = [net[0], net[2], net[4]]
+    hidden = x.double()
+    for index, layer in enumerate(layers):
+        hidden = truncate(hidden) @ truncate(layer.weight.detach()).T + layer.bias.detach().double()
+        if index < 2:
+            hidden = hidden.tanh()
+    truncated = _shrink(hidden, expected, net[4].bias.detach())
+    assert truncated < -3e-4, f"the emulated truncation's shrink {truncated:.2e} was not detected"
+    assert abs(rounded) < 1e-4, f"rounded TF32 scaled the outputs by 1 + {rounded:.2e}"
+
+
 def leading_dimensions_are_kept() -> None:
     net = mlp(6, (32, 32), 5, out_gain=1.0)
     x = torch.randn(3, 7, 6)
@@ -120,6 +156,7 @@ def training_equals_unfused() -> None:
 
 CHECKS = (
     forward_and_gradients_match_float64,
+    rounded_tf32_is_unbiased,
     leading_dimensions_are_kept,
     only_supported_networks_are_fused,
     actor_critic_equals_unfused,

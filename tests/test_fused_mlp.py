@@ -60,12 +60,13 @@ def test_compiled_kernels_on_the_gpu():
 
 
 @pytest.mark.parametrize(
-    ("matmul_precision", "expected"), [("highest", "ieee"), ("high", "tf32x3"), ("medium", "tf32x3")]
+    ("matmul_precision", "expected"),
+    [("highest", "ieee"), ("high", "tf32_rounded"), ("medium", "tf32_rounded")],
 )
 def test_default_precision_is_never_truncated_tf32(monkeypatch, matmul_precision, expected):
     """Plain TF32 in ``tl.dot`` truncates the operands (a -7e-4 relative bias on every output and
     gradient; A2C's Cartpole critic at values near 100 was biased by -0.07 on the H100), so the
-    trainer's TF32 setting (``high``) must pick 3xTF32."""
+    trainer's TF32 setting (``high``) must pick TF32 with operands rounded to nearest."""
     import warpsci.fused_mlp as fused_module
 
     seen = []

@@ -14,11 +14,12 @@ per row (Tag gridworld: 6 in, 5 out) that traffic is nearly all of an update's t
   result does not depend on the order programs finish in (no float atomics).
 * The input needs no gradient (observations); the weights do.
 
-The products run on the tensor cores in 3xTF32 (``precision="tf32x3"``, float32 accuracy) where
-torch's float32 matmul precision allows TF32 (``TrainConfig.tf32``, the default), or in float32
-arithmetic (``"ieee"``) where it is ``"highest"``. Plain ``"tf32"`` is never chosen by default:
-Triton hands the float32 operands to the TF32 tensor cores unrounded, so their low 13 mantissa bits
-are truncated (toward zero) and the outputs shrink: on the H100 a critic's outputs came out scaled
+The products run on the TF32 tensor cores with operands rounded to TF32 first
+(``precision="tf32_rounded"``) where torch's float32 matmul precision allows TF32
+(``TrainConfig.tf32``, the default), or in float32 arithmetic (``"ieee"``) where it is
+``"highest"``. Plain ``"tf32"`` is never chosen by default: Triton hands the float32 operands to the
+TF32 tensor cores unrounded, so their low 13 mantissa bits are truncated (toward zero) and the
+outputs shrink: on the H100 a critic's outputs came out scaled
 by 1 - 1.7e-3 (3xTF32: 1 - 3.5e-7; PyTorch's layers under the same setting: 1 + 5e-6). In A2C's
 Cartpole preset that biased values near 100 by -0.07, and near convergence, where the value loss is
 small, the bias dominated the gradient: weight gradients off by up to 360 % against float64 (PyTorch's
@@ -96,7 +97,8 @@ def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) 
     """``module(x)`` for a two-hidden-layer tanh MLP, through the fused kernels where they apply
     (:func:`can_fuse`), else through ``module``. Differentiable with respect to the weights.
     ``precision``: ``"ieee"`` (float32 arithmetic), ``"tf32"`` (tensor cores, 10-bit mantissas,
-    truncated: biased, see the module's docstring) or ``"tf32x3"`` (three TF32 products per
+    truncated: biased, see the module's docstring), ``"tf32_rounded"`` (operands rounded to TF32
+    to nearest first: TF32's speed and error, unbiased) or ``"tf32x3"`` (three TF32 products per
     product, float32 accuracy, half the speed); default :func:`default_precision`."""
     if not can_fuse(module, x):
         return module(x)
@@ -114,9 +116,9 @@ def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) 
 
 def default_precision() -> str:
     """The kernels' products for torch's float32 matmul precision: ``"ieee"`` where it is
-    ``"highest"``, else ``"tf32x3"``, never plain ``"tf32"`` (its truncated operands bias every
-    output and gradient, see the module's docstring)."""
-    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32x3"
+    ``"highest"``, else ``"tf32_rounded"``, never plain ``"tf32"`` (its truncated operands bias
+    every output and gradient, see the module's docstring)."""
+    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32_rounded"
 
 
 def _padded(width: int) -> int:
