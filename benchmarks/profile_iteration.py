@@ -1,0 +1,80 @@
+"""Where one training iteration spends its time on the GPU: rollout (environment steps, policy
+forward, sampling, storage, advantages) against the update, then the top CUDA kernels.
+
+Run on a machine with a CUDA GPU:  python benchmarks/profile_iteration.py OUT_DIR
+Profiles Tag continuous at 2,000 x 110 (A2C, [256, 256] per group, 10-step rollouts) and
+prints a short table; writes profile_iteration.json.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tag_continuous_session import published  # noqa: E402
+
+from warpsci.algorithms import make_trainer  # noqa: E402
+from warpsci.config import TrainConfig  # noqa: E402
+
+
+def timed(function, repeats: int = 7) -> float:
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        function()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(out_dir: str) -> None:
+    config = TrainConfig(
+        env_id="TagContinuous-v0",
+        algo="a2c",
+        device="cuda",
+        num_envs=2000,
+        num_steps=10,
+        total_timesteps=2000 * 10 * 4,
+        hidden_sizes=(256, 256),
+        anneal_lr=False,
+        env_params=published(100),
+    )
+    trainer = make_trainer(config)
+    trainer.train()
+    rollout_s = timed(trainer.rollout_and_advantages)
+    update_s = timed(trainer.run_update)
+    env = trainer.env
+    env_s = timed(lambda: env.random_rollout(config.num_steps))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            trainer.rollout_and_advantages()
+            trainer.run_update()
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70)
+    report = {
+        "device": torch.cuda.get_device_name(),
+        "date": time.strftime("%Y-%m-%d"),
+        "case": "TagContinuous-v0 2,000 x 110, A2C [256, 256] per group, 10-step rollouts",
+        "rollout_ms": rollout_s * 1e3,
+        "update_ms": update_s * 1e3,
+        "env_only_ms_for_the_rollout_steps": env_s * 1e3,
+        "env_steps_per_s": config.batch_size / (rollout_s + update_s),
+    }
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "profile_iteration.json").write_text(json.dumps(report, indent=2))
+    (out / "profile_kernels.txt").write_text(table)
+    print(json.dumps(report, indent=1))
+    print(table)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
