@@ -31,7 +31,11 @@ CASES = [
 
 def gpu_mib(pid: int) -> float | None:
     query = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
-    for line in subprocess.run(query, capture_output=True, text=True).stdout.splitlines():
+    try:
+        found = subprocess.run(query, capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    for line in found.splitlines():
         fields = [field.strip() for field in line.split(",")]
         if len(fields) == 2 and fields[0] == str(pid):
             return float(fields[1])
@@ -65,13 +69,14 @@ def soak(out: Path, env_id: str, flags: list[str], steps: int) -> dict:
         "train",
         env_id,
         "--device",
-        "cuda",
+        os.environ.get("SOAK_DEVICE", "cuda"),
         "--run-dir",
         str(run_dir),
     ]
     command += ["--total-steps", str(steps), "--no-progress", "--checkpoint-every-s", "10", *flags]
     started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = open(out / f"soak_{env_id}.log", "w")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
     samples = []
     while process.poll() is None:
         samples.append(
@@ -83,14 +88,15 @@ def soak(out: Path, env_id: str, flags: list[str], steps: int) -> dict:
             )
         )
         time.sleep(2)
-    stdout, stderr = process.communicate()
+    process.wait()
+    log.close()
     with open(out / f"soak_{env_id}.csv", "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["seconds", "global_step", "gpu_mib", "host_mib"])
         writer.writerows(samples)
     row: dict = {"env": env_id, "returncode": process.returncode, "wall_s": time.monotonic() - started}
     if process.returncode != 0:
-        row["error"] = stderr[-1500:]
+        row["error"] = (out / f"soak_{env_id}.log").read_text()[-1500:]
         return row
     summary = json.loads((run_dir / "summary.json").read_text())
     # "After warm-up": samples once training has logged its third iteration.
@@ -116,11 +122,13 @@ def main(out_dir: str, steps: int) -> None:
         rows.append(soak(out, env_id, flags, steps))
         print(json.dumps(rows[-1]), flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "steps": steps, "rows": rows}
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True)
-    report["device"] = gpu.stdout.decode().strip()
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True)
+        report["device"] = gpu.stdout.decode().strip()
+    except OSError:
+        report["device"] = "cpu"
     (out / "soak.json").write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
     main(sys.argv[1], int(float(sys.argv[2])) if len(sys.argv) > 2 else 1_000_000_000)
-    os._exit(0)
