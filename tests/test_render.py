@@ -55,3 +55,20 @@ def test_every_builtin_environment_can_be_drawn_and_others_are_told_how():
         ValueError, match="Undrawn-v0 has no drawing function: give its EnvironmentDefinition"
     ):
         drawing_for(nameless)
+
+
+def test_without_matplotlib_runs_draw_no_curve_and_render_says_what_to_install(tmp_path, monkeypatch):
+    import sys
+
+    from warpsci.plots import plot_training_curve
+    from warpsci.render import animate
+
+    run_dir = tmp_path / "run"
+    argv = ["train", "CartPole-v1", "--device", "cpu", "--total-steps", "64", "--num-envs", "4"]
+    assert main(argv + ["--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "0"]) == 0
+    (run_dir / "training_curve.png").unlink()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert plot_training_curve(run_dir) is None
+    assert not (run_dir / "training_curve.png").exists()
+    with pytest.raises(ValueError, match=r'warpsci render needs matplotlib.*pip install "warpsci\[plots\]"'):
+        animate(None, tmp_path / "episode.gif")

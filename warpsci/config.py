@@ -127,6 +127,13 @@ class TrainConfig:
     keep_checkpoints: int = 3
     """How many of the newest checkpoints a run keeps in ``RUN_DIR/checkpoints/``
     (``RUN_DIR/checkpoint.pt`` is the newest)."""
+    track: bool = False
+    """Also log the metrics to Weights & Biases (``pip install wandb``; ``wandb login`` first, or
+    ``WANDB_MODE=offline``). A resumed run continues the same W&B run."""
+    wandb_project: str = "warpsci"
+    """W&B project of a tracked run."""
+    wandb_entity: str | None = None
+    """W&B entity (user or team) of a tracked run; None: the logged-in user's default."""
     env_params: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Overrides of the environment's params dataclass fields."""
     ent_coef_final: float | None = None

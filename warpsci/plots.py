@@ -1,8 +1,12 @@
-"""The training-curve picture of a run: ``RUN_DIR/training_curve.png`` from its ``progress.csv``."""
+"""The training-curve picture of a run: ``RUN_DIR/training_curve.png`` from its ``progress.csv``.
+
+matplotlib is an optional extra (``pip install "warpsci[plots]"``): without it a run trains and
+logs as usual and draws no picture, and ``warpsci render`` says what to install."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from warpsci.run_log import read_progress
 
@@ -10,13 +14,30 @@ from warpsci.run_log import read_progress
 CURVE_NAME = "training_curve.png"
 
 
-def plot_training_curve(run_dir: str | Path) -> Path | None:
-    """Draw the last-100 mean return of each group and the steps per second against environment
-    steps into ``RUN_DIR/training_curve.png``; returns its path (None when nothing was logged)."""
-    import matplotlib
+INSTALL_HINT = 'pip install "warpsci[plots]" (or pip install matplotlib)'
 
+
+def pyplot(purpose: str) -> Any:
+    """``matplotlib.pyplot`` with the file-only Agg backend, or ValueError naming ``purpose`` and
+    what to install."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError(f"{purpose} needs matplotlib, which is not installed: {INSTALL_HINT}") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_training_curve(run_dir: str | Path) -> Path | None:
+    """Draw the last-100 mean return of each group and the steps per second against environment
+    steps into ``RUN_DIR/training_curve.png``; returns its path (None when nothing was logged, or
+    without matplotlib)."""
+    try:
+        plt = pyplot("the training curve")
+    except ValueError:
+        return None
 
     run_dir = Path(run_dir)
     progress = run_dir / "progress.csv"

@@ -78,13 +78,11 @@ def _snapshot(env: Any) -> dict[str, Any]:
 def animate(episode: Episode, output: str | Path, fps: int = 20) -> Path:
     """Draw every frame of ``episode`` and write the animation to ``output`` (``.gif`` or
     ``.mp4``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib import animation
-
     from warpsci.drawings import drawing_for
+    from warpsci.plots import pyplot
+
+    plt = pyplot("warpsci render")
+    from matplotlib import animation
 
     output = Path(output)
     suffix = output.suffix.lower()

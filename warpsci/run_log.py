@@ -1,4 +1,5 @@
-"""Per-iteration metrics: ``progress.csv`` (CleanRL's metric names) and TensorBoard events."""
+"""Per-iteration metrics: ``progress.csv`` (CleanRL's metric names), TensorBoard events and,
+with ``--track``, Weights & Biases."""
 
 from __future__ import annotations
 
@@ -19,9 +20,18 @@ class RunLog:
             TensorBoard events logged after it (by the run before it crashed) are dropped. None
             (default) starts a new log.
         tensorboard: Also write TensorBoard events to ``run_dir/tensorboard``. Default True.
+        tracker: A Weights & Biases run (:func:`warpsci.tracking.start_tracking`) that also gets
+            every row; finished with the log. Default None.
     """
 
-    def __init__(self, run_dir: Path, resume_at_step: int | None = None, tensorboard: bool = True) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        resume_at_step: int | None = None,
+        tensorboard: bool = True,
+        tracker: Any = None,
+    ) -> None:
+        self._tracker = tracker
         self.path = run_dir / "progress.csv"
         self._fields: list[str] | None = None
         resume = resume_at_step is not None
@@ -50,15 +60,23 @@ class RunLog:
             if new_file:
                 writer.writeheader()
             writer.writerow(metrics)
+        step = int(metrics["global_step"])
+        scalars = {
+            name: value
+            for name, value in metrics.items()
+            if "/" in name and isinstance(value, (int, float)) and not math.isnan(value)
+        }
         if self._writer is not None:
-            step = int(metrics["global_step"])
-            for name, value in metrics.items():
-                if "/" in name and isinstance(value, (int, float)) and not math.isnan(value):
-                    self._writer.add_scalar(name, value, step)
+            for name, value in scalars.items():
+                self._writer.add_scalar(name, value, step)
+        if self._tracker is not None:
+            self._tracker.log(scalars, step=step)
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+        if self._tracker is not None:
+            self._tracker.finish()
 
 
 def read_progress(path: str | Path) -> list[dict[str, float]]:

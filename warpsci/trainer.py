@@ -452,7 +452,14 @@ class OnPolicyTrainer:
         if self.writes:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             save_yaml(config.to_dict(), self.run_dir / "config.yaml")
-            log = RunLog(self.run_dir, resume_at_step=self.global_step if self.iteration > 0 else None)
+            tracker = None
+            if config.track:
+                from warpsci.tracking import start_tracking
+
+                tracker = start_tracking(config, self.run_dir)
+            log = RunLog(
+                self.run_dir, resume_at_step=self.global_step if self.iteration > 0 else None, tracker=tracker
+            )
         bar = None
         progress_bar = progress_bar and self.processes.is_main
         if progress_bar:
