@@ -253,13 +253,14 @@ def test_compile_flag_sets_the_config_field():
     assert without.get("compile", False) is False
 
 
-def test_fused_mlp_flag_sets_the_config_field():
+def test_fused_mlp_is_on_by_default_and_the_flag_turns_it_off():
     from warpsci.cli import build_parser, resolve_train_config
+    from warpsci.config import TrainConfig
 
     parser = build_parser()
-    with_flag = resolve_train_config(
-        parser.parse_args(["train", "TagGridworld-v0", "--fused-mlp", "--device", "cpu"])
+    off = resolve_train_config(
+        parser.parse_args(["train", "TagGridworld-v0", "--no-fused-mlp", "--device", "cpu"])
     )
-    without = resolve_train_config(parser.parse_args(["train", "TagGridworld-v0", "--device", "cpu"]))
-    assert with_flag["fused_mlp"] is True
-    assert without.get("fused_mlp", False) is False
+    default = resolve_train_config(parser.parse_args(["train", "TagGridworld-v0", "--device", "cpu"]))
+    assert off["fused_mlp"] is False
+    assert TrainConfig.from_dict(default).fused_mlp is True

@@ -62,7 +62,6 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
         "algo": args.algo,
         "target_return": args.target_return,
         "compile": True if args.compile else None,
-        "fused_mlp": True if args.fused_mlp else None,
     }
     flags.update({name: getattr(args, f"field_{name}") for name in _generated_fields()})
     if flags.get("env_params") is not None:  # merged into the preset's and the file's, not replacing them
@@ -384,7 +383,7 @@ def command_list(args: argparse.Namespace) -> int:
 
 #: TrainConfig fields with a flag of their own above (or the positional env_id).
 _HAND_WRITTEN = {"env_id", "algo", "device", "seed", "num_envs", "total_timesteps", "target_return",
-                 "compile", "fused_mlp"}  # fmt: skip
+                 "compile"}  # fmt: skip
 
 
 def _generated_fields() -> list[str]:
@@ -477,11 +476,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--compile", action="store_true", help="torch.compile the update's loss (TrainConfig.compile)"
-    )
-    train.add_argument(
-        "--fused-mlp",
-        action="store_true",
-        help="on CUDA, the networks as fused Triton kernels (TrainConfig.fused_mlp; opt-in)",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_fields(train)

@@ -103,13 +103,13 @@ class TrainConfig:
     (``torch.set_float32_matmul_precision("high")``, the precision JAX uses by default on GPUs):
     several times faster update GEMMs, 10-bit mantissas in the products. False keeps full float32.
     Ignored on the CPU."""
-    fused_mlp: bool = False
-    """On CUDA, run two-hidden-layer tanh networks (the default shape) through the Triton kernels of
-    :mod:`warpsci.fused_mlp`, forward and backward, so that their hidden activations are never
-    written to device memory (H100, Tag gridworld at 2,000 x 1,000 agents, A2C: update 63 -> 19 ms,
-    end to end 0.20M -> 0.65M env steps/s; BENCHMARKS.md). Outputs and gradients equal PyTorch's up
-    to float rounding. Opt-in until its learning results are confirmed (see the module's status).
-    Ignored on the CPU and under ``compile``."""
+    fused_mlp: bool = True
+    """On CUDA, run two-hidden-layer tanh networks of up to 128 units (the default shape) through
+    the Triton kernels of :mod:`warpsci.fused_mlp`, forward and backward, so that their hidden
+    activations are never written to device memory (H100, Tag gridworld at 2,000 x 1,000 agents,
+    A2C: update 63 -> 19 ms, end to end 0.20M -> 0.65M env steps/s; BENCHMARKS.md). Outputs and
+    gradients equal PyTorch's up to TF32 rounding. Other networks, the CPU and ``compile`` use
+    PyTorch's layers; ``--no-fused-mlp`` does everywhere."""
     compile: bool = False
     """``torch.compile`` (inductor) the update's loss with its backward pass: the minibatch gather,
     the element-wise work and the reductions are fused into a few generated kernels instead of

@@ -9,6 +9,7 @@ transfers are the metrics read once per iteration.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import math
@@ -50,6 +51,7 @@ class TrainResult:
     wall_time: float
     """Seconds spent in ``train``."""
     history: list[dict[str, float]]
+    """The metrics of the last iterations (at most ``HISTORY_LIMIT``; ``progress.csv`` has all)."""
     solved_at_step: int | None = None
     """With ``target_return``: the step count when the last-100 mean reached it (else None)."""
     stopped_by: str | None = None
@@ -58,6 +60,9 @@ class TrainResult:
     """With several training processes: whether every process ended with bit-identical weights
     (None for one process)."""
 
+
+#: Iterations of metrics a TrainResult keeps in memory.
+HISTORY_LIMIT = 1000
 
 #: Version of the checkpoint layout; a checkpoint of a newer layout is refused.
 CHECKPOINT_FORMAT = 2
@@ -472,7 +477,8 @@ class OnPolicyTrainer:
 
         groups = self.group_names
         one_group = len(groups) == 1
-        history: list[dict[str, float]] = []
+        # Bounded, so that a run of millions of iterations keeps a constant footprint.
+        history: collections.deque[dict[str, float]] = collections.deque(maxlen=HISTORY_LIMIT)
         start_time = time.perf_counter()
         first_step = self.global_step
         if self.iteration == 0:
@@ -609,7 +615,7 @@ class OnPolicyTrainer:
             iterations=self.iteration,
             mean_episodic_return=mean_return,
             wall_time=time.perf_counter() - start_time,
-            history=history,
+            history=list(history),
             solved_at_step=solved_at,
             stopped_by=stopped_by,
             ranks_in_sync=in_sync,
