@@ -14,6 +14,7 @@ import pytest
 from fresh_interpreter import run_script
 from numba import njit
 
+from warpsci.envs import tag_continuous
 from warpsci.envs.tag_continuous import (
     TAG_CONTINUOUS,
     TagContinuousParams,
@@ -136,11 +137,17 @@ def test_grid_search_equals_brute_force(taggers, runners, k, length):
     assert filled.sum() > 0
 
 
-def test_the_cell_count_follows_the_agents():
+def test_the_cell_count_follows_the_agents(monkeypatch):
     assert grid_cells_per_side(TagContinuousParams(num_taggers=2, num_runners=3)) == 1
     assert grid_cells_per_side(TagContinuousParams(num_taggers=10, num_runners=100)) == 7
     assert grid_cells_per_side(TagContinuousParams(num_taggers=10, num_runners=990)) == 22
     assert grid_cells_per_side(TagContinuousParams(num_taggers=10, num_runners=9990)) == 32
+    # Fewer cells than agents whatever the density (resets copy cells + 1 offsets, one per agent).
+    for density in (0.25, 1.0, 2.0):
+        monkeypatch.setattr(tag_continuous, "GRID_AGENTS_PER_CELL", density)
+        for agents in (2, 3, 4, 5, 9, 16, 17, 100, 1024, 1025):
+            cells = grid_cells_per_side(TagContinuousParams(num_taggers=1, num_runners=agents - 1))
+            assert 1 <= cells <= 32 and cells * cells < agents, (density, agents)
 
 
 def test_steps_keep_the_grid_and_observe_as_the_brute_force():

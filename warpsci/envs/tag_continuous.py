@@ -254,10 +254,13 @@ def kernel_params(params: TagContinuousParams) -> dict:
 
 def grid_cells_per_side(params: TagContinuousParams) -> int:
     """Cells per side of the neighbour grid: about :data:`GRID_AGENTS_PER_CELL` agents a cell at
-    uniform density, at most :data:`MAX_GRID_CELLS_PER_SIDE`; never more cells than ``N / 2`` (a
-    reset copies the start grid's ``cells + 1`` offsets one per agent)."""
-    cells = int(math.sqrt(params.num_agents / GRID_AGENTS_PER_CELL))
-    return max(1, min(MAX_GRID_CELLS_PER_SIDE, cells))
+    uniform density, at most :data:`MAX_GRID_CELLS_PER_SIDE`, and fewer cells than agents (a reset
+    copies the start grid's ``cells + 1`` offsets one per agent; a step sorts cell ``i`` on agent
+    ``i``)."""
+    cells = max(1, min(MAX_GRID_CELLS_PER_SIDE, int(math.sqrt(params.num_agents / GRID_AGENTS_PER_CELL))))
+    while cells > 1 and cells * cells >= params.num_agents:
+        cells -= 1
+    return cells
 
 
 def start_grid(params: TagContinuousParams, x: np.ndarray, y: np.ndarray) -> dict:
