@@ -37,8 +37,9 @@ cell's run starts; each agent files itself into its cell's run; each run is sort
 copies the grid of the start positions, computed once on the host. The search
 (``observe_nearest``) grows a square of cells until it holds k others, bounds the k-th nearest
 distance by theirs, and takes successive minima of (distance, id) over the cells within that bound:
-exactly the brute force's choice and order (``observe_nearest_by_scan``), in ``O(k)`` cells'
-agents instead of ``O(k N)``.
+exactly the brute force's choice and order (``observe_nearest_by_scan``), in ``k`` passes over a
+few ``k`` agents instead of ``k`` passes over all ``N`` (1,000 agents, k = 10: about 450 distances
+instead of 10,000).
 
 Set-up, as the reference's section 9.1: ``np.random.RandomState(seed)`` draws the tagger ids
 (``choice(N, n_t, replace=False)``), then unless given the start ``x`` (``L * rand(N)``), the start
