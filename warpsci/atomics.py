@@ -11,6 +11,9 @@ Call them from ``@agent_function`` code like any Numba function::
 
 Results do not depend on the order the agents arrive in (min and max are order-free; integer sums
 too). A float ``atomic_add`` is exact on the CPU but rounds in arrival order on a GPU.
+``atomic_fetch_add`` also returns the value it replaced: agents that each take a slot of a shared
+list (``slot = atomic_fetch_add(fill, cell, 1)``) get distinct slots, but which agent gets which
+depends on the arrival order on a GPU (sort the list afterwards where the order matters).
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ def atomic_add(array, index, value):
     array[index] += value
 
 
+def atomic_fetch_add(array, index, value):
+    """``old = array[index]; array[index] = old + value; return old``, atomically on a GPU."""
+    old = array[index]
+    array[index] = old + value
+    return old
+
+
 @overload(atomic_min, target="cpu")
 def _atomic_min_cpu(array, index, value):
     return atomic_min
@@ -48,6 +58,11 @@ def _atomic_max_cpu(array, index, value):
 @overload(atomic_add, target="cpu")
 def _atomic_add_cpu(array, index, value):
     return atomic_add
+
+
+@overload(atomic_fetch_add, target="cpu")
+def _atomic_fetch_add_cpu(array, index, value):
+    return atomic_fetch_add
 
 
 def _register_cuda_overloads() -> None:
@@ -77,6 +92,13 @@ def _register_cuda_overloads() -> None:
     def _atomic_add_cuda(array, index, value):
         def implementation(array, index, value):
             cuda.atomic.add(array, index, value)
+
+        return implementation
+
+    @cuda_overload(atomic_fetch_add, target="cuda")
+    def _atomic_fetch_add_cuda(array, index, value):
+        def implementation(array, index, value):
+            return cuda.atomic.add(array, index, value)
 
         return implementation
 

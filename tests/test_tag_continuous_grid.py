@@ -1,0 +1,200 @@
+"""TagContinuous-v0's neighbour grid (issue 12): partial observations searched in a uniform grid of
+cells equal, bit for bit, the brute-force successive minima over every agent (``observe_nearest_by_scan``),
+for random positions, agents out of the game, ties, agents on the edges and fewer than k agents in
+the game; the grid the step rebuilds (and the reset copies) is the agents in the game by cell then
+id; CUDA (simulated) equals the CPU on a game whose grid has several cells, in one block and in
+several."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+from fresh_interpreter import run_script
+from numba import njit
+
+from warpsci.envs import tag_continuous
+from warpsci.envs.tag_continuous import (
+    TAG_CONTINUOUS,
+    TagContinuousParams,
+    cell_coordinate,
+    count_agent,
+    file_agent,
+    grid_cells_per_side,
+    observe_nearest,
+    observe_nearest_by_scan,
+    sort_cell,
+    start_cells,
+)
+from warpsci.testing.kernel_runner import HostKernelRunner
+
+
+@njit
+def rebuild_grid(state, params):
+    """The step's four grid stages, in order, agents one after another."""
+    num_envs, num_agents = state.x.shape
+    cells = params.grid_cells * params.grid_cells
+    for env_index in range(num_envs):
+        env = np.uint32(env_index)
+        for agent in range(num_agents):
+            count_agent(state, params, env, np.uint32(agent))
+        start_cells(state, params, env)
+        for agent in range(num_agents):
+            file_agent(state, params, env, np.uint32(agent))
+        for cell in range(cells):
+            sort_cell(state, env, np.uint32(cell))
+
+
+@njit
+def observe_both(state, params, grid_obs, scan_obs):
+    """Every observer in the game, through the grid and by brute force."""
+    num_envs, num_agents = state.x.shape
+    slots = params.num_other_agents_observed
+    for env_index in range(num_envs):
+        env = np.uint32(env_index)
+        for agent_index in range(num_agents):
+            agent = np.uint32(agent_index)
+            if state.in_game_before[env, agent] == 1:
+                observe_nearest(state, params, grid_obs, env, agent, slots)
+                observe_nearest_by_scan(state, params, scan_obs, env, agent, slots)
+
+
+def expected_grid(x, y, in_game, params) -> tuple[np.ndarray, np.ndarray]:
+    """``(cell_start, cell_agents)`` of one environment, from the definition: the agents in the
+    game ordered by (cell, id)."""
+    cells = params.grid_cells
+    column = np.array([cell_coordinate(np.float32(v), params.grid_inverse_cell, cells) for v in x])
+    row = np.array([cell_coordinate(np.float32(v), params.grid_inverse_cell, cells) for v in y])
+    cell = row * cells + column
+    playing = np.flatnonzero(in_game == 1)
+    order = playing[np.argsort(cell[playing], kind="stable")]
+    start = np.zeros(cells * cells + 1, np.int64)
+    start[1:] = np.cumsum(np.bincount(cell[playing], minlength=cells * cells))
+    return start, order
+
+
+def check_grid(state, params) -> None:
+    cells = params.grid_cells * params.grid_cells
+    for env in range(state.x.shape[0]):
+        start, order = expected_grid(state.x[env], state.y[env], state.in_game_before[env], params)
+        np.testing.assert_array_equal(state.cell_start[env, : cells + 1], start)
+        np.testing.assert_array_equal(state.cell_agents[env, : len(order)], order)
+        np.testing.assert_array_equal(state.cell_fill[env, :cells], 0)
+
+
+def runner(num_envs: int, **changes) -> HostKernelRunner:
+    params = TagContinuousParams(**{"use_full_observation": False, "seed": 5, **changes})
+    return HostKernelRunner(TAG_CONTINUOUS, num_envs, "cpu", params=params)
+
+
+def scatter_positions(run: HostKernelRunner, rng: np.random.Generator) -> None:
+    """Hard cases, one per environment (then plain random ones): random with some out of the game;
+    positions on a coarse lattice (many ties, identical positions); on the edges; fewer than k in
+    the game; the observer alone; everyone at one point."""
+    state, length = run.state, float(run.params.grid_length)
+    num_envs, num_agents = state.x.shape
+    k = int(run.params.num_other_agents_observed)
+    state.x[...] = rng.uniform(0, length, (num_envs, num_agents)).astype(np.float32)
+    state.y[...] = rng.uniform(0, length, (num_envs, num_agents)).astype(np.float32)
+    state.in_game_before[...] = (rng.random((num_envs, num_agents)) < 0.8).astype(np.int32)
+    lattice = np.float32(length / 4)
+    state.x[1] = lattice * rng.integers(0, 5, num_agents)
+    state.y[1] = lattice * rng.integers(0, 5, num_agents)
+    edges = rng.integers(0, 4, num_agents)
+    state.x[2] = np.where(edges == 0, 0.0, np.where(edges == 1, length, state.x[2]))
+    state.y[2] = np.where(edges == 2, 0.0, np.where(edges == 3, length, state.y[2]))
+    state.x[2, :4], state.y[2, :4] = [0, length, 0, length], [0, 0, length, length]  # corners
+    state.in_game_before[3] = 0
+    state.in_game_before[3, rng.choice(num_agents, min(k, num_agents) - 1 or 1, replace=False)] = 1
+    state.in_game_before[4] = 0
+    state.in_game_before[4, 0] = 1
+    state.x[5], state.y[5] = np.float32(length / 3), np.float32(length)
+    state.in_game_before[5] = 1
+
+
+@pytest.mark.parametrize(
+    ("taggers", "runners", "k", "length"),
+    [(3, 57, 5, 10.0), (10, 190, 10, 20.0), (2, 10, 11, 5.0), (1, 40, 1, 7.0), (10, 2090, 10, 20.0)],
+)
+def test_grid_search_equals_brute_force(taggers, runners, k, length):
+    run = runner(8, num_taggers=taggers, num_runners=runners, num_other_agents_observed=k, grid_length=length)
+    params = run.params
+    assert params.grid_cells == grid_cells_per_side(
+        TagContinuousParams(num_taggers=taggers, num_runners=runners)
+    )
+    assert params.grid_cells > 1 or taggers + runners < 8
+    rng = np.random.default_rng(taggers + runners + k)
+    for _ in range(2):
+        scatter_positions(run, rng)
+        rebuild_grid(run.state, params)
+        check_grid(run.state, params)
+        grid_obs = np.full_like(run.buffers.obs, np.nan)
+        scan_obs = np.full_like(run.buffers.obs, np.nan)
+        observe_both(run.state, params, grid_obs, scan_obs)
+        np.testing.assert_array_equal(grid_obs, scan_obs)  # NaN where not observed, on both
+    filled = np.isfinite(scan_obs[..., 0])
+    assert filled.sum() > 0
+
+
+def test_the_cell_count_follows_the_agents(monkeypatch):
+    assert grid_cells_per_side(TagContinuousParams(num_taggers=2, num_runners=3)) == 1
+    assert grid_cells_per_side(TagContinuousParams(num_taggers=10, num_runners=100)) == 7
+    assert grid_cells_per_side(TagContinuousParams(num_taggers=10, num_runners=990)) == 22
+    assert grid_cells_per_side(TagContinuousParams(num_taggers=10, num_runners=9990)) == 32
+    # Fewer cells than agents whatever the density (resets copy cells + 1 offsets, one per agent).
+    for density in (0.25, 1.0, 2.0):
+        monkeypatch.setattr(tag_continuous, "GRID_AGENTS_PER_CELL", density)
+        for agents in (2, 3, 4, 5, 9, 16, 17, 100, 1024, 1025):
+            cells = grid_cells_per_side(TagContinuousParams(num_taggers=1, num_runners=agents - 1))
+            assert 1 <= cells <= 32 and cells * cells < agents, (density, agents)
+
+
+def test_steps_keep_the_grid_and_observe_as_the_brute_force():
+    """Random play on the CPU backend with tags, runners leaving and autoresets: after the reset
+    and every step the grid is the agents in the game by cell then id, and the observations equal
+    the brute force on the same state."""
+    run = runner(4, num_taggers=4, num_runners=46, num_other_agents_observed=6, grid_length=4.0,
+                 tagging_distance=0.1, episode_length=15, skill_level_tagger=2.0)  # fmt: skip
+    params = run.params
+    assert params.grid_cells == 5
+    rng = np.random.default_rng(1)
+    run.reset(seed=2)
+    tagged = 0
+    for step in range(40):
+        if step:
+            actions = rng.integers(0, 11, size=run.buffers.actions.shape).astype(run.buffers.actions.dtype)
+            run.step(actions, seed=2)
+            tagged += int((run.state.in_game == 0).sum())
+        check_grid(run.state, params)
+        scan_obs = np.zeros_like(run.buffers.obs)
+        observe_both(run.state, params, np.zeros_like(scan_obs), scan_obs)
+        playing = run.state.in_game_before == 1
+        np.testing.assert_array_equal(run.buffers.obs[playing][:, :-1], scan_obs[playing][:, :-1])
+        np.testing.assert_array_equal(run.buffers.obs[~playing], 0)
+    assert tagged > 0 and int(run.buffers.final_length.max()) > 0
+
+
+def test_cuda_kernels_with_a_grid_equal_the_cpu_under_the_simulator():
+    """A game with a 2 x 2 grid, ties to the start positions: one block, and blocks of 4 threads
+    (three blocks an environment), against the CPU backend after every step (autoresets included)."""
+    params = {"num_taggers": 2, "num_runners": 8, "grid_length": 3.0, "episode_length": 6, "seed": 9,
+              "use_full_observation": False, "num_other_agents_observed": 3, "tagging_distance": 0.15,
+              "num_acceleration_levels": 3, "num_turn_levels": 3}  # fmt: skip
+    assert grid_cells_per_side(TagContinuousParams(**params)) == 2
+    script = textwrap.dedent(
+        f"""
+        from warpsci.testing import check_parity
+        for threads in (None, 4):
+            report = check_parity("TagContinuous-v0", num_envs=2, steps=14, threads_per_block=threads,
+                                  atol=1e-5, params={params!r})
+            print("grid", threads, report.ok, report.episodes_ended)
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("grid")]
+    assert len(lines) == 2
+    for _, threads, ok, episodes in lines:
+        assert ok == "True", threads
+        assert int(episodes) >= 2
