@@ -8,7 +8,8 @@ Run on a machine with a CUDA GPU:  python benchmarks/tag_continuous_session.py O
    against several blocks (every state array and buffer equal).
 2. Env-only ``random_rollout`` rates at the published configuration (100 x 110), 2,000 x 110 and
    2,000 x 1,000 (10 taggers, k = 10, partial observations), with the peak device memory.
-3. End to end, A2C with WarpDrive's [256, 256] network and a policy per group at 2,000 x 110.
+3. End to end, A2C with WarpDrive's [256, 256] network and a policy per group: the published
+   100 x 110 with 250-step rollouts, 2,000 x 110 with 10-step rollouts (PyTorch layers, fused MLP).
 """
 
 from __future__ import annotations
@@ -149,17 +150,21 @@ def env_only(num_envs: int, num_runners: int, steps: int, repeats: int = 5) -> d
     }
 
 
-def end_to_end(num_envs: int, num_runners: int) -> dict:
+def end_to_end(num_envs: int, num_runners: int, num_steps: int, fused_mlp: bool = False) -> dict:
+    """A2C with WarpDrive's [256, 256] network and a policy per group; ``num_steps``-step rollouts
+    (WarpDrive ran 2,000 x 110 with 10-step rollouts; 100-step ones ran out of memory there)."""
     from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig
 
+    torch.cuda.reset_peak_memory_stats()
     config = TrainConfig(
         env_id="TagContinuous-v0",
         algo="a2c",
         device="cuda",
         num_envs=num_envs,
-        num_steps=100,
-        total_timesteps=num_envs * 100 * 8,
+        num_steps=num_steps,
+        total_timesteps=num_envs * num_steps * 12,
+        fused_mlp=fused_mlp,
         hidden_sizes=(256, 256),
         anneal_lr=False,
         gamma=0.98,
@@ -173,6 +178,9 @@ def end_to_end(num_envs: int, num_runners: int) -> dict:
     return {
         "envs": num_envs,
         "agents": num_runners + 10,
+        "rollout_steps": num_steps,
+        "fused_mlp": fused_mlp,
+        "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9,
         "network": "[256, 256] per group, A2C",
         "env_steps_per_s": rate,
         "agent_steps_per_s": rate * (num_runners + 10),
@@ -198,7 +206,9 @@ def main(out_dir: str, parts: tuple[str, ...]) -> None:
             guarded(env_only, *case) for case in ((100, 100, 500), (2000, 100, 200), (2000, 990, 20))
         ]
     if "train" in parts:
-        report["end_to_end"] = [guarded(end_to_end, 2000, 100)]
+        report["end_to_end"] = [
+            guarded(end_to_end, *case) for case in ((100, 100, 250), (2000, 100, 10), (2000, 100, 10, True))
+        ]
     (out / "tag_continuous_session.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=1)[:6000])
 
