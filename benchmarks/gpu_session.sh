@@ -13,15 +13,16 @@ cat "$OUT/fused_gpu_tests.txt"; tail -3 "$OUT/fused_check.txt"; cat "$OUT/soak.t
 fi
 if [[ $PHASES == *B* ]]; then
 # --- phase B: timings on an idle GPU
+if [ -f benchmarks/tag_continuous_grid.py ]; then
+  timeout "${GRID_LIMIT:-200}" python benchmarks/tag_continuous_grid.py "$OUT/grid" 2>&1 | grep -v -i warn | tail -25
+fi
 python - > "$OUT/tag_gridworld_e2e.txt" 2>&1 <<'PY'
 import json, sys
 sys.path.insert(0, "benchmarks")
 import tag_speed_session as t
-rows = [t.end_to_end(2000, 999, False, fused) for fused in (True, False)]
-print(json.dumps([{k: r.get(k) for k in ("envs", "agents", "fused", "num_steps", "env_steps_per_s")} for r in rows]))
+for fused in (True, False):
+    r = t.end_to_end(2000, 999, False, fused)
+    print(json.dumps({k: r.get(k) for k in ("envs", "agents", "fused", "num_steps", "env_steps_per_s")}), flush=True)
 PY
 tail -2 "$OUT/tag_gridworld_e2e.txt"
-if [ -f benchmarks/tag_continuous_grid.py ]; then
-  python benchmarks/tag_continuous_grid.py "$OUT/grid" 2>&1 | grep -v -i warn | tail -25
-fi
 fi
