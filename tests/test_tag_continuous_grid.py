@@ -84,7 +84,8 @@ def check_grid(state, params) -> None:
 
 
 def runner(num_envs: int, **changes) -> HostKernelRunner:
-    params = TagContinuousParams(**{"use_full_observation": False, "seed": 5, **changes})
+    settings = {"use_full_observation": False, "seed": 5, "neighbour_search": "grid", **changes}
+    params = TagContinuousParams(**settings)
     return HostKernelRunner(TAG_CONTINUOUS, num_envs, "cpu", params=params)
 
 
@@ -180,7 +181,7 @@ def test_cuda_kernels_with_a_grid_equal_the_cpu_under_the_simulator():
     (three blocks an environment), against the CPU backend after every step (autoresets included)."""
     params = {"num_taggers": 2, "num_runners": 8, "grid_length": 3.0, "episode_length": 6, "seed": 9,
               "use_full_observation": False, "num_other_agents_observed": 3, "tagging_distance": 0.15,
-              "num_acceleration_levels": 3, "num_turn_levels": 3}  # fmt: skip
+              "num_acceleration_levels": 3, "num_turn_levels": 3, "neighbour_search": "grid"}  # fmt: skip
     assert grid_cells_per_side(TagContinuousParams(**params)) == 2
     script = textwrap.dedent(
         f"""
@@ -198,3 +199,39 @@ def test_cuda_kernels_with_a_grid_equal_the_cpu_under_the_simulator():
     for _, threads, ok, episodes in lines:
         assert ok == "True", threads
         assert int(episodes) >= 2
+
+
+def test_auto_search_uses_the_grid_for_wide_games_only():
+    from warpsci.envs.tag_continuous import GRID_MIN_AGENTS, uses_grid
+
+    assert not uses_grid(TagContinuousParams(num_taggers=10, num_runners=100, use_full_observation=False))
+    assert uses_grid(TagContinuousParams(num_taggers=10, num_runners=990, use_full_observation=False))
+    wide = {"num_taggers": 1, "num_runners": GRID_MIN_AGENTS - 1, "use_full_observation": False}
+    assert uses_grid(TagContinuousParams(**wide))
+    assert not uses_grid(TagContinuousParams(**wide, neighbour_search="scan"))
+    assert not uses_grid(TagContinuousParams(**{**wide, "use_full_observation": True}))
+    assert uses_grid(TagContinuousParams(num_taggers=2, num_runners=3, neighbour_search="grid",
+                                         use_full_observation=False))  # fmt: skip
+    with pytest.raises(ValueError, match="neighbour_search must be 'auto', 'grid' or 'scan', got 'kd'"):
+        TagContinuousParams(neighbour_search="kd")
+
+
+def test_grid_and_scan_games_play_alike():
+    """The same game stepped with each search: the same observations, rewards and states."""
+    runs = [runner(3, num_taggers=3, num_runners=37, num_other_agents_observed=5, grid_length=5.0,
+                   tagging_distance=0.08, episode_length=12, neighbour_search=search)
+            for search in ("grid", "scan")]  # fmt: skip
+    assert runs[0].params.use_grid and not runs[1].params.use_grid
+    rng = np.random.default_rng(4)
+    for run in runs:
+        run.reset(seed=3)
+    for _ in range(30):
+        actions = rng.integers(0, 11, size=runs[0].buffers.actions.shape).astype(
+            runs[0].buffers.actions.dtype
+        )
+        for run in runs:
+            run.step(actions, seed=3)
+        for name in ("obs", "rewards", "terminated", "truncated"):
+            np.testing.assert_array_equal(getattr(runs[0].buffers, name), getattr(runs[1].buffers, name))
+        for name in ("x", "y", "v", "theta", "in_game"):
+            np.testing.assert_array_equal(getattr(runs[0].state, name), getattr(runs[1].state, name))
