@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from fresh_interpreter import REPO_ROOT
 
@@ -215,3 +216,20 @@ def test_an_unreachable_rendezvous_ends_within_the_timeout(tmp_path):
     assert "Traceback" not in completed.stderr
     assert time.monotonic() - start < 90
     assert not (tmp_path / "r").exists()
+
+
+def test_two_processes_train_every_group_of_a_multi_agent_game(tmp_path):
+    run_dir = tmp_path / "run"
+    config = str(REPO_ROOT / "examples" / "configs" / "tag_gridworld_small.yaml")
+    completed = run(
+        torchrun("-m", "warpsci", "train", "TagGridworld-v0", "--config", config, "--run-dir", str(run_dir))
+        + QUIET
+        + ["--total-steps", "20000"],
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["processes"] == 2 and summary["ranks_in_sync"] is True
+    assert {"return_last100/tagger", "return_last100/runner", "eval_mean_length"} <= set(summary)
+    payload = torch.load(run_dir / "checkpoint.pt", weights_only=False)
+    assert sorted(payload["learners"]) == ["runner", "tagger"]
