@@ -30,7 +30,7 @@ from warpsci.envs import BUILTIN_ENVIRONMENTS  # noqa: E402
 from warpsci.multi_agent_env import MultiAgentVectorEnv  # noqa: E402
 from warpsci.pettingzoo_adapter import parallel_env  # noqa: E402
 from warpsci.policy_api import TrainedPolicy, load_policy  # noqa: E402
-from warpsci.registry import get_definition, make, register, registered_ids  # noqa: E402
+from warpsci.registry import get_definition, make, memory_plan, register, registered_ids  # noqa: E402
 from warpsci.vector_env import WarpVectorEnv  # noqa: E402
 
 __version__ = "0.1.0"
@@ -51,6 +51,7 @@ __all__ = [
     "get_definition",
     "load_policy",
     "make",
+    "memory_plan",
     "parallel_env",
     "register",
     "registered_ids",

@@ -550,9 +550,22 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError as error:
         if args.debug:
             raise
+        if "--num-envs" in str(error):  # a planned refusal (warpsci.memory) says what to change
+            print(f"warpsci {args.command}: error: {error}", file=sys.stderr)
+            return 2
         print(
             f"warpsci {args.command}: error: out of memory ({error or 'allocation failed'}); use fewer "
             "environments (--num-envs) or shorter rollouts (--num-steps)",
+            file=sys.stderr,
+        )
+        return 2
+    except torch.OutOfMemoryError as error:
+        if args.debug:
+            raise
+        first = str(error).split(". ")[0]
+        print(
+            f"warpsci {args.command}: error: out of GPU memory ({first}); use fewer environments "
+            "(--num-envs), shorter rollouts (--num-steps) or more minibatches (--num-minibatches)",
             file=sys.stderr,
         )
         return 2

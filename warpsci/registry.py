@@ -123,6 +123,22 @@ def make(
     )
 
 
+def memory_plan(env_id: str, num_envs: int, params: Any | None = None) -> dict[str, int]:
+    """Bytes that ``make(env_id, num_envs, params=params)`` places in device memory, by array
+    (``state.<field>``, ``buffers.<name>``), computed from the shapes without allocating anything.
+    ``make`` refuses, with a MemoryError naming the largest arrays, what does not fit in the memory
+    free on its device."""
+    from warpsci.memory import nbytes
+    from warpsci.vector_env import array_layout
+
+    definition = get_definition(env_id)
+    if isinstance(params, dict):
+        params = dataclass_replace(definition.default_params(), **params)
+    resolved = params if params is not None else definition.default_params()
+    layout = array_layout(definition, definition.agent_groups(resolved), int(num_envs))
+    return {name: nbytes(shape, dtype) for name, (shape, dtype) in layout.items()}
+
+
 def _gymnasium_vector_entry_point(name: str):
     def entry_point(num_envs: int = 1, **kwargs: Any) -> WarpVectorEnv:
         return make(name, num_envs=num_envs, **kwargs)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from warpsci.memory import check_fits, nbytes
+
 
 class RolloutBuffer:
     """``num_steps`` transitions of ``num_rows`` rows (one row per environment and agent the policy
@@ -35,6 +37,20 @@ class RolloutBuffer:
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(shape, dtype=dtype, device=device)
 
+        rows = (num_steps, num_rows)
+        plan = {
+            "obs": nbytes(rows + tuple(obs_shape), torch.float32),
+            "final_obs": nbytes(rows + tuple(obs_shape), torch.float32),
+            "actions": nbytes(rows + tuple(action_shape), action_dtype),
+            "12 per-row tensors": 12 * nbytes(rows, torch.float32),
+            "action_masks": nbytes((*rows, mask_width), torch.bool),
+        }
+        check_fits(
+            f"a rollout buffer of {num_steps:,} steps x {num_rows:,} agent rows",
+            plan,
+            torch.device(device),
+            "use fewer environments (--num-envs) or shorter rollouts (--num-steps)",
+        )
         self.num_steps, self.num_rows = num_steps, num_rows
         self.obs = zeros(num_steps, num_rows, *obs_shape)
         self.final_obs = zeros(num_steps, num_rows, *obs_shape)

@@ -21,6 +21,7 @@ from gymnasium.vector.utils import batch_space
 from warpsci.backends.buffers import EnvBuffers
 from warpsci.backends.torch_interop import current_numba_stream, numba_view
 from warpsci.environment import (
+    AgentGroup,
     EnvironmentDefinition,
     flat_size,
     kernel_param_values,
@@ -28,6 +29,7 @@ from warpsci.environment import (
     params_to_tuple,
 )
 from warpsci.environment_checks import raise_named
+from warpsci.memory import check_fits, nbytes
 
 _NUMPY_TO_TORCH = {
     np.dtype(np.float32): torch.float32,
@@ -178,40 +180,36 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
 
     # ----------------------------------------------------------------------------- set-up
 
-    def _allocate(self) -> None:
-        n, a = self.num_envs, self.num_agents
+    def _layout(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """Shape and dtype of every state field and buffer (``state.<name>``, ``buffers.<name>``)."""
+        self.action_mask_width = max(mask_size(group.action_space) for group in self.groups)
+        return array_layout(self.definition, self.groups, self.num_envs)
 
-        def zeros(shape, dtype) -> torch.Tensor:
+    def memory_plan(self) -> dict[str, int]:
+        """Bytes of every state field and buffer (what :meth:`_allocate` places on the device)."""
+        return {name: nbytes(shape, dtype) for name, (shape, dtype) in self._layout().items()}
+
+    def _allocate(self) -> None:
+        """Place the state fields and buffers, after checking that they fit in the free memory."""
+        layout = self._layout()
+        check_fits(
+            f"{self.definition.name} with {self.num_envs:,} environments of {self.num_agents:,} agents",
+            {name: nbytes(shape, dtype) for name, (shape, dtype) in layout.items()},
+            self.device,
+            "use fewer environments (--num-envs), or smaller observations (an environment's partial "
+            "view, e.g. Tag continuous's k nearest, grows with k, not with the number of agents)",
+        )
+
+        def place(name: str) -> torch.Tensor:
+            shape, dtype = layout[name]
+            if name == "buffers.action_mask":  # every action allowed until a mask says otherwise
+                return torch.ones(shape, dtype=dtype, device=self.device)
             return torch.zeros(shape, dtype=dtype, device=self.device)
 
         self.state_tensors = {
-            field.name: zeros(field.full_shape(n, a), _NUMPY_TO_TORCH[np.dtype(field.dtype)])
-            for field in self.definition.state_fields
+            field.name: place(f"state.{field.name}") for field in self.definition.state_fields
         }
-        if len(self.groups) == 1:
-            obs_shape = (n, a) + tuple(self.groups[0].observation_space.shape)
-        else:
-            obs_shape = (n, a, max(flat_size(group.observation_space) for group in self.groups))
-        action_shape, action_dtype = _action_layout([group.action_space for group in self.groups])
-        self.action_mask_width = max(mask_size(group.action_space) for group in self.groups)
-        self.buffers = EnvBuffers(
-            obs=zeros(obs_shape, torch.float32),
-            final_obs=zeros(obs_shape, torch.float32),
-            actions=zeros((n, a) + action_shape, action_dtype),
-            rewards=zeros((n, a), torch.float32),
-            terminated=zeros((n,), torch.bool),
-            truncated=zeros((n,), torch.bool),
-            elapsed=zeros((n,), torch.int32),
-            tick=zeros((n,), torch.int64),
-            episode_return=zeros((n, a), torch.float32),
-            final_return=zeros((n, a), torch.float32),
-            final_length=zeros((n,), torch.int32),
-            active=zeros((n, a), torch.bool),
-            agent_terminated=zeros((n, a), torch.bool),
-            action_mask=torch.ones(
-                (n, a, max(1, self.action_mask_width)), dtype=torch.bool, device=self.device
-            ),
-        )
+        self.buffers = EnvBuffers(**{name: place(f"buffers.{name}") for name in EnvBuffers._fields})
 
     def _place_params(self) -> None:
         """The kernel params: numbers as they are, arrays placed on the device once (the tensors are
@@ -517,3 +515,38 @@ def dataclass_replace(params: Any, **changes: Any) -> Any:
             f"unknown parameter(s) {unknown} for {type(params).__name__}; accepted: {sorted(names)}"
         )
     return dataclasses.replace(params, **changes)
+
+
+def array_layout(
+    definition: EnvironmentDefinition, groups: tuple[AgentGroup, ...], num_envs: int
+) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Shape and dtype of every state field (``state.<name>``) and framework buffer
+    (``buffers.<name>``) of ``num_envs`` environments with agent ``groups``."""
+    n, a = num_envs, sum(group.size for group in groups)
+    layout = {
+        f"state.{field.name}": (field.full_shape(n, a), _NUMPY_TO_TORCH[np.dtype(field.dtype)])
+        for field in definition.state_fields
+    }
+    if len(groups) == 1:
+        obs_shape = (n, a) + tuple(groups[0].observation_space.shape)
+    else:
+        obs_shape = (n, a, max(flat_size(group.observation_space) for group in groups))
+    action_shape, action_dtype = _action_layout([group.action_space for group in groups])
+    mask_width = max(mask_size(group.action_space) for group in groups)
+    buffers = {
+        "obs": (obs_shape, torch.float32),
+        "final_obs": (obs_shape, torch.float32),
+        "actions": ((n, a) + action_shape, action_dtype),
+        "rewards": ((n, a), torch.float32),
+        "terminated": ((n,), torch.bool),
+        "truncated": ((n,), torch.bool),
+        "elapsed": ((n,), torch.int32),
+        "tick": ((n,), torch.int64),
+        "episode_return": ((n, a), torch.float32),
+        "final_return": ((n, a), torch.float32),
+        "final_length": ((n,), torch.int32),
+        "active": ((n, a), torch.bool),
+        "agent_terminated": ((n, a), torch.bool),
+        "action_mask": ((n, a, max(1, mask_width)), torch.bool),
+    }
+    return layout | {f"buffers.{name}": spec for name, spec in buffers.items()}
