@@ -56,5 +56,5 @@ def test_the_cli_says_it_in_one_line(monkeypatch, tmp_path, capsys):
     argv = ["train", "CartPole-v1", "--device", "cpu", "--num-envs", "64", "--no-progress"]
     assert main(argv + ["--run-dir", str(tmp_path / "run")]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("warpsci train: error: CartPole-v1 with 64 environments of 1 agents needs")
+    assert error.startswith("warpsci train: error: CartPole-v1 with 64 environments of 1 agent needs")
     assert "\n" not in error and "Traceback" not in error

@@ -149,6 +149,8 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             )
         self._next_seed = _seed_to_int(0 if seed is None else seed)
         self._seed = self._next_seed
+        layout = self._layout()
+        self._check_memory(layout)  # before anything sized by num_envs (the batched spaces too)
 
         if len(self.groups) == 1:
             agent_observation_space = self.groups[0].observation_space
@@ -163,7 +165,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         self._agent_action_space = agent_action_space
         self._set_spaces(agent_observation_space, agent_action_space)
 
-        self._allocate()
+        self._allocate(layout)
         self._place_params()
         self._build_backend(threads_per_block)
         self._has_reset = False
@@ -189,16 +191,21 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         """Bytes of every state field and buffer (what :meth:`_allocate` places on the device)."""
         return {name: nbytes(shape, dtype) for name, (shape, dtype) in self._layout().items()}
 
-    def _allocate(self) -> None:
-        """Place the state fields and buffers, after checking that they fit in the free memory."""
-        layout = self._layout()
-        check_fits(
-            f"{self.definition.name} with {self.num_envs:,} environments of {self.num_agents:,} agents",
-            {name: nbytes(shape, dtype) for name, (shape, dtype) in layout.items()},
-            self.device,
-            "use fewer environments (--num-envs), or smaller observations (an environment's partial "
-            "view, e.g. Tag continuous's k nearest, grows with k, not with the number of agents)",
-        )
+    def _check_memory(self, layout: dict[str, tuple[tuple[int, ...], torch.dtype]]) -> None:
+        """Refuse, in one line, state fields and buffers that cannot fit in the free memory."""
+        plan = {name: nbytes(shape, dtype) for name, (shape, dtype) in layout.items()}
+        advice = "use fewer environments (--num-envs)"
+        if self.num_agents > 1 and max(plan, key=plan.get) == "buffers.obs":
+            advice += (
+                ", or smaller observations (a partial view, such as Tag continuous's k nearest, "
+                "grows with k, not with the number of agents)"
+            )
+        agents = "agent" if self.num_agents == 1 else "agents"
+        what = f"{self.definition.name} with {self.num_envs:,} environments of {self.num_agents:,} {agents}"
+        check_fits(what, plan, self.device, advice)
+
+    def _allocate(self, layout: dict[str, tuple[tuple[int, ...], torch.dtype]]) -> None:
+        """Place the state fields and buffers."""
 
         def place(name: str) -> torch.Tensor:
             shape, dtype = layout[name]
