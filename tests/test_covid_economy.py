@@ -156,3 +156,39 @@ def test_no_changes_for_600_days_gives_baseline_unemployment_and_determinism():
     np.testing.assert_allclose(env.U[quiet], expected[quiet], rtol=1e-5)
     assert results[0]["planner_return"] == results[1]["planner_return"]
     np.testing.assert_array_equal(results[0]["agent_returns"], results[1]["agent_returns"])
+
+
+def test_observations_at_reset_and_sizes():
+    """Spec 9.4 sizes and order, 9.5 reset values."""
+    params = CovidEconomyParams()
+    env = CovidEconomyReference(params)
+    agent, agent_mask, planner, planner_mask = env.observations()
+    assert agent.shape == (N, 64) and planner.shape == (463,)
+    assert agent_mask.shape == (N, 11) and planner_mask.shape == (21,)
+    assert np.all(agent_mask == 1) and np.all(planner_mask == 1)
+    a0 = agent[0]
+    # order: indicator, subsidy level and timer, vaccine timer, time, one-hot, productivity, state, lagged
+    assert a0[0] == pytest.approx(0.5) and a0[1] == 0 and a0[2] == 1 and a0[3] == 1 and a0[4] == 0
+    np.testing.assert_array_equal(a0[5 : 5 + N], np.eye(N)[0])
+    assert a0[5 + N] == 0
+    expected_state = [0.99962004, 2.6888842e-4, 1.1101923e-4, 2.2203846e-6, 0, 0.026]
+    np.testing.assert_allclose(a0[6 + N : 12 + N], expected_state, rtol=1e-5, atol=1e-9)
+    assert a0[63] == pytest.approx(0.1)
+    np.testing.assert_allclose(planner[:N], agent[:, 0])
+    np.testing.assert_allclose(
+        planner[N + 4 + N : N + 4 + N + 6 * N].reshape(6, N)[:, 0], expected_state, rtol=1e-5
+    )
+    # a change at step 1 is masked until the observation of t = 28 (next change at step 29 = 1 + P);
+    # the planner's mask opens with the observation of t = 90 (decision at step 91)
+    for t in range(1, 91):
+        env.step(np.where(np.arange(N) == 0, 3 if t == 1 else 0, 0), 0)
+        _, agent_mask, _, planner_mask = env.observations()
+        assert bool(agent_mask[0, 1:].any()) == (t >= 28)
+        assert np.all(agent_mask[1:] == 1)
+        assert bool(planner_mask[1:].any()) == (t == 90)
+    # vaccine timer: 0 only at t = t_vac - 1
+    env = CovidEconomyReference(params)
+    env.t = params.derived.t_vac - 1
+    assert env.vaccine_timer() == 0
+    env.t = params.derived.t_vac
+    assert env.vaccine_timer() == 1

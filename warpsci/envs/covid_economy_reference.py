@@ -185,6 +185,54 @@ class CovidEconomyReference:
         )
         return agent, float(planner) / p.reward_normalization_factor
 
+    # -- observations (spec 9) ------------------------------------------------------------------
+    def observations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(agent obs (n, 64), agent masks (n, K + 1), planner obs (463,), planner mask (L_s + 1,)),
+        flattened in spec 9.4's sorted key order."""
+        p, data, derived = self.params, self.params.data, self.params.derived
+        n, t, K = self.n, self.t, F32(p.n_stringency_levels)
+        state = np.stack([self.S, self.I, self.R, self.D, self.V, self.U]) / self.pop  # (6, n)
+        productivity = self.post / derived.max_productivity
+        lagged = self.levels[-data.beta_delay].astype(F32) / K
+        indicator = self.levels[-1].astype(F32) / K
+        time = F32(t / p.episode_length)
+        until_subsidy = F32((p.subsidy_interval - t % p.subsidy_interval) / p.subsidy_interval)
+        level = F32(self.subsidy_level / p.num_subsidy_levels)
+        vaccine = F32(self.vaccine_timer())
+        columns = np.full((n, 1), 1, dtype=F32)
+        agent = np.concatenate(
+            [
+                indicator[:, None],
+                columns * level,
+                columns * until_subsidy,
+                columns * vaccine,
+                columns * time,
+                np.eye(n, dtype=F32),
+                productivity[:, None],
+                state.T,
+                lagged[:, None],
+            ],
+            axis=1,
+        ).astype(F32)
+        planner = np.concatenate(
+            [indicator, [level, until_subsidy, vaccine, time], productivity, state.reshape(-1), lagged]
+        ).astype(F32)
+        agent_mask = np.ones((n, p.n_stringency_levels + 1), dtype=F32)
+        agent_mask[~self.agent_mask_open, 1:] = 0
+        planner_mask = np.ones(p.num_subsidy_levels + 1, dtype=F32)
+        if not self.planner_mask_open:
+            planner_mask[1:] = 0
+        return agent, agent_mask, planner, planner_mask
+
+    def vaccine_timer(self) -> float:
+        """``VaccinationCampaign-t_until_next_vaccines`` (spec 9.3)."""
+        interval, t_vac = self.params.delivery_interval, self.params.derived.t_vac
+        first = -(-t_vac // interval) * interval
+        n = self.t + 1
+        if n <= first:
+            return min(1.0, (first - n) / interval) / interval
+        return (interval - n % interval) / interval
+
 
 def run_scripted(params: CovidEconomyParams, policy) -> dict:
     """Run one episode with ``policy(t) -> (state_actions, planner_action)``; returns sums."""
