@@ -172,6 +172,24 @@ def test_bench_prints_env_and_train_throughput(tmp_path, capsys):
     assert all(float(line.split(",")[4]) > 0 for line in lines[1:])
 
 
+def test_bench_versus_gymnasium_prints_both_side_by_side(tmp_path, capsys):
+    output = tmp_path / "versus.csv"
+    argv = ["bench", "CartPole-v1", "--device", "cpu", "--versus", "gymnasium", "--num-envs", "8", "16"]
+    assert main(argv + ["--steps", "5", "--repeats", "1", "--output", str(output)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert "x gymnasium" in table[0]
+    for num_envs in (8, 16):
+        rows = {line.split()[1]: line.split() for line in table[1:] if int(line.split()[3]) == num_envs}
+        assert set(rows) == {"gymnasium-vector", "step", "step_in_place", "random_rollout"}
+        assert float(rows["gymnasium-vector"][5]) == 1.0
+    assert len(output.read_text().strip().splitlines()) == 1 + 2 * 4
+
+
+def test_bench_versus_gymnasium_is_cpu_only():
+    with pytest.raises(SystemExit, match="--device cpu"):
+        main(["bench", "CartPole-v1", "--device", "cuda", "--versus", "gymnasium"])
+
+
 def test_list_names_cartpole(capsys):
     assert main(["list"]) == 0
     assert "CartPole-v1" in capsys.readouterr().out

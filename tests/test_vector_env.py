@@ -10,6 +10,7 @@ from gymnasium.envs.classic_control import CartPoleEnv
 from gymnasium.vector.utils import batch_space
 
 import warpsci
+from warpsci.envs.cartpole import step_agent as cartpole_step_agent
 from warpsci.vector_env import WarpVectorEnv
 
 
@@ -383,3 +384,28 @@ def test_bad_seed(make_cartpole, seed):
     env = make_cartpole(num_envs=2)
     with pytest.raises(ValueError, match="seed"):
         env.reset(seed=seed)
+
+
+@warpsci.agent_function
+def _allocating_step_agent(state, params, actions, env, agent, phase, key):
+    """Cartpole's step through a scratch array: needs Numba's reference counting."""
+    scratch = np.zeros(1, np.float32)
+    scratch[0] = cartpole_step_agent(state, params, actions, env, agent, phase, key)
+    return scratch[0]
+
+
+def test_cpu_kernels_of_an_allocating_environment_compile_with_reference_counting():
+    import dataclasses
+
+    from warpsci.envs.cartpole import CARTPOLE
+
+    allocating = dataclasses.replace(CARTPOLE, name="AllocatingCartPole", step_agent=_allocating_step_agent)
+    plain, allocating_env = WarpVectorEnv(CARTPOLE, 16, seed=3), WarpVectorEnv(allocating, 16, seed=3)
+    plain.reset(), allocating_env.reset()
+    actions = torch.tensor([0, 1] * 8)
+    for _ in range(30):
+        expected, got = plain.step(actions), allocating_env.step(actions)
+        torch.testing.assert_close(got[0], expected[0], rtol=0, atol=0)
+    # (Whether it compiled here or came from the kernel cache, where the counted variant is kept.)
+    plain.random_rollout(7), allocating_env.random_rollout(7)
+    torch.testing.assert_close(allocating_env.buffers.obs, plain.buffers.obs, rtol=0, atol=0)

@@ -130,6 +130,60 @@ def bench_env(
     return BenchResult(env_id, mode, str(env.device), num_envs, statistics.median(rates), rates)
 
 
+def bench_versus_gymnasium(
+    env_id: str, num_envs: int, steps: int = 100, repeats: int = 5, seed: int = 0
+) -> list[BenchResult]:
+    """warpsci's CPU ``step()`` (copies, actions checked), ``step_in_place`` and ``random_rollout``
+    beside Gymnasium's vector environment of the same id (``gymnasium.make_vec`` with
+    ``vectorization_mode="vector_entry_point"``: NumPy-batched where Gymnasium has such a class),
+    measured one after the other in this process, each the median of ``repeats`` repeats of
+    ``steps`` steps after a warm-up. ``step()`` and Gymnasium's ``step`` are handed the same
+    pre-drawn uniform random actions (sampling is not timed); ``step_in_place`` reuses the actions
+    in the buffer, ``random_rollout`` draws its own in the kernel. Modes: ``gymnasium-vector``,
+    ``step``, ``step_in_place``, ``random_rollout``."""
+    import numpy as np
+
+    gym_env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
+    env = make(env_id, num_envs=num_envs, device="cpu", seed=seed)
+    gym_env.action_space.seed(seed)
+    pool = [gym_env.action_space.sample() for _ in range(8)]
+    pool_tensors = [
+        torch.as_tensor(np.asarray(actions)).reshape(env.actions_buffer.shape) for actions in pool
+    ]
+    gym_env.reset(seed=seed)
+    env.reset()
+
+    def gym_steps() -> None:
+        for index in range(steps):
+            gym_env.step(pool[index % len(pool)])
+
+    def warp_steps() -> None:
+        for index in range(steps):
+            env.step(pool_tensors[index % len(pool_tensors)])
+
+    def in_place_steps() -> None:
+        for _ in range(steps):
+            env.step_in_place()
+
+    runs = (
+        ("gymnasium-vector", gym_steps),
+        ("step", warp_steps),
+        ("step_in_place", in_place_steps),
+        ("random_rollout", lambda: env.random_rollout(steps)),
+    )
+    results = []
+    for mode, run in runs:
+        run()  # warm-up (the first warpsci call compiles)
+        rates = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run()
+            rates.append(num_envs * steps / (time.perf_counter() - start))
+        results.append(BenchResult(env_id, mode, "cpu", num_envs, statistics.median(rates), rates))
+    gym_env.close()
+    return results
+
+
 def bench_train(
     env_id: str,
     num_envs: int,

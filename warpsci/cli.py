@@ -285,9 +285,11 @@ def command_bench(args: argparse.Namespace) -> int:
     import csv
 
     import warpsci  # noqa: F401
-    from warpsci.bench import bench_env, bench_train
+    from warpsci.bench import bench_env, bench_train, bench_versus_gymnasium
 
     device = args.device or default_device()
+    if args.versus and device != "cpu":
+        raise SystemExit(f"--versus {args.versus} compares the CPU backend: use --device cpu, got {device}")
     capture = device.startswith("cuda") and not args.no_capture
     if args.steps % args.steps_per_launch:
         raise SystemExit(f"--steps-per-launch {args.steps_per_launch} must divide --steps {args.steps}")
@@ -299,6 +301,13 @@ def command_bench(args: argparse.Namespace) -> int:
         flush=True,
     )
     for num_envs in args.num_envs:
+        if args.versus:
+            results.extend(
+                bench_versus_gymnasium(args.env_id, num_envs, steps=args.steps, repeats=args.repeats)
+            )
+            for result in results[-4:]:
+                _report(result)
+            continue
         if args.mode in ("env", "both"):
             results.append(
                 bench_env(
@@ -325,11 +334,16 @@ def command_bench(args: argparse.Namespace) -> int:
                 )
             )
             _report(results[-1])
-    print(f"{'env':<14} {'mode':<12} {'device':<8} {'num_envs':>10} {'steps/s (median)':>18}")
+    versus = {r.num_envs: r.steps_per_second for r in results if r.mode == "gymnasium-vector"}
+    print(
+        f"{'env':<14} {'mode':<16} {'device':<8} {'num_envs':>10} {'steps/s (median)':>18}"
+        + (f" {'x gymnasium':>12}" if versus else "")
+    )
     for result in results:
+        ratio = f" {result.steps_per_second / versus[result.num_envs]:>12.2f}" if versus else ""
         print(
-            f"{result.env_id:<14} {result.mode:<12} {result.device:<8} {result.num_envs:>10,d} "
-            f"{result.steps_per_second:>18,.0f}"
+            f"{result.env_id:<14} {result.mode:<16} {result.device:<8} {result.num_envs:>10,d} "
+            f"{result.steps_per_second:>18,.0f}{ratio}"
         )
     if args.output:
         with open(args.output, "w", newline="") as handle:
@@ -529,6 +543,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile",
         action="store_true",
         help="train mode: torch.compile the update's loss (TrainConfig.compile)",
+    )
+    bench.add_argument(
+        "--versus",
+        choices=["gymnasium"],
+        help="CPU only: warpsci's step(), step_in_place and random_rollout beside Gymnasium's vector "
+        "environment of the same id, measured in this process (steps/s and ratio), at each --num-envs",
     )
     bench.add_argument("--output", help="write the results to this CSV file")
     bench.set_defaults(handler=command_bench)

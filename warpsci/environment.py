@@ -88,7 +88,9 @@ def agent_function(function: Callable) -> Callable:
     """Compile an environment function with Numba so that both backends can call it.
 
     ``inline="always"`` is deliberately not used: with ``parallel=True`` callers, numba 0.68 drops
-    writes made through namedtuple fields of an inlined function.
+    writes made through namedtuple fields of an inlined function. The CPU backend compiles the
+    functions again (from ``py_func``) inlined into serial per-chunk loops that the parallel loop
+    calls, out of that bug's reach (:mod:`warpsci.backends.cpu`).
     """
     return njit(cache=True)(function)
 

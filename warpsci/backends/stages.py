@@ -123,8 +123,9 @@ def _then(previous: Callable, stage: Stage, device_function: Callable, barrier: 
     return device_function(run_environment)
 
 
-def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
-    """The reset, step, random-step and observe stage lists of one environment."""
+def make_kernel_stages(definition: EnvironmentDefinition, jit: Callable = njit) -> KernelStages:
+    """The reset, step, random-step and observe stage lists of one environment; ``jit`` compiles
+    the framework's stage functions (the CPU backend asks for ``njit(inline="always")``)."""
     reset_agent = definition.reset_agent
     observe_agent = definition.observe_agent
     is_terminal = definition.is_terminal
@@ -138,11 +139,11 @@ def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
     # the activity flags (a step of a single-agent environment moves a few bytes less per agent).
     tracks_agents = definition.is_agent_done is not None
 
-    @njit
+    @jit
     def begin_step(state, params, buffers, run, env, agent, keys):
         buffers.rewards[env, agent] = 0.0
 
-    @njit
+    @jit
     def finish_environment(state, params, buffers, run, env, agent, keys):
         buffers.tick[env] += 1
         elapsed = buffers.elapsed[env] + 1
@@ -156,7 +157,7 @@ def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
         else:
             buffers.elapsed[env] = elapsed
 
-    @njit
+    @jit
     def close_agent(state, params, buffers, run, env, agent, keys):
         """Who leaves the game; accumulate the return; where the episode ended, keep the last
         observation and the return."""
@@ -181,13 +182,13 @@ def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
         else:
             buffers.episode_return[env, agent] = episode_return
 
-    @njit
+    @jit
     def reset_finished_environment(state, params, buffers, run, env, agent, keys):
         if buffers.terminated[env] or buffers.truncated[env]:
             key = make_key(run[0], env, ENVIRONMENT_KEY_AGENT, buffers.tick[env], RESET_STREAM)
             reset_environment(state, params, env, key)
 
-    @njit
+    @jit
     def reset_finished_agent(state, params, buffers, run, env, agent, keys):
         if buffers.terminated[env] or buffers.truncated[env]:
             key = make_key(run[0], env, agent, buffers.tick[env], RESET_STREAM)
@@ -195,7 +196,7 @@ def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
             if tracks_agents:
                 buffers.active[env, agent] = True
 
-    @njit
+    @jit
     def fresh_environment(state, params, buffers, run, env, agent, keys):
         """Start from scratch after ``reset(seed)``: counters cleared, tick 0."""
         buffers.tick[env] = 0
@@ -205,7 +206,7 @@ def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
         key = make_key(run[0], env, ENVIRONMENT_KEY_AGENT, 0, RESET_STREAM)
         reset_environment(state, params, env, key)
 
-    @njit
+    @jit
     def fresh_agent(state, params, buffers, run, env, agent, keys):
         buffers.episode_return[env, agent] = 0.0
         buffers.rewards[env, agent] = 0.0
@@ -214,14 +215,14 @@ def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
         key = make_key(run[0], env, agent, 0, RESET_STREAM)
         reset_agent(state, params, env, agent, key)
 
-    @njit
+    @jit
     def observe(state, params, buffers, run, env, agent, keys):
         observe_agent(state, params, buffers.obs, env, agent)
         action_mask(state, params, buffers.action_mask, env, agent)
 
-    draw_action = _uniform_action_function(definition)
+    draw_action = _uniform_action_function(definition, jit)
 
-    @njit
+    @jit
     def random_action(state, params, buffers, run, env, agent, keys):
         """A uniform random action for the coming step (keyed by the tick it will have); ``run[2]``
         is ``(low, high)`` from :func:`random_action_bounds`."""
@@ -229,7 +230,7 @@ def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
         bounds = run[2]
         draw_action(buffers.actions, key, env, agent, bounds[0], bounds[1])
 
-    @njit
+    @jit
     def tally_episode(state, params, buffers, run, env, agent, keys):
         """Count an episode that just ended and add its return (agent 0 counts); ``run[3]`` is
         ``(episode count per environment, return sum per agent)``."""
@@ -242,7 +243,7 @@ def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
     own_stages = definition.stages()
     # The first stage sets the rewards when it is an agent stage; otherwise they are cleared first.
     environment_stages = tuple(
-        _framework_stage(stage, first=index == 0, tracks_agents=tracks_agents)
+        _framework_stage(stage, first=index == 0, tracks_agents=tracks_agents, jit=jit)
         for index, stage in enumerate(own_stages)
     )
     clear = () if isinstance(own_stages[0], AgentStage) else (Stage(begin_step, per_agent=True),)
@@ -273,7 +274,9 @@ def make_kernel_stages(definition: EnvironmentDefinition) -> KernelStages:
     )
 
 
-def _framework_stage(stage: AgentStage | EnvironmentStage, first: bool, tracks_agents: bool) -> Stage:
+def _framework_stage(
+    stage: AgentStage | EnvironmentStage, first: bool, tracks_agents: bool, jit: Callable = njit
+) -> Stage:
     """An environment's own stage as a framework stage: agents out of the game skip agent stages and
     get reward 0; agent stages' rewards add up (the ``first`` stage sets them); environment stages
     see the rewards array."""
@@ -281,7 +284,7 @@ def _framework_stage(stage: AgentStage | EnvironmentStage, first: bool, tracks_a
     if isinstance(stage, AgentStage):
         all_agents = stage.all_agents
 
-        @njit
+        @jit
         def agent_stage(state, params, buffers, run, env, agent, keys):
             reward = np.float32(0.0)
             if not tracks_agents or all_agents or buffers.active[env, agent]:
@@ -294,7 +297,7 @@ def _framework_stage(stage: AgentStage | EnvironmentStage, first: bool, tracks_a
 
         return Stage(agent_stage, per_agent=True)
 
-    @njit
+    @jit
     def environment_stage(state, params, buffers, run, env, agent, keys):
         base = make_key(run[0], env, ENVIRONMENT_KEY_AGENT, 0, STEP_STREAM)
         key = mix64(base ^ np.uint64(buffers.tick[env] + 1))
@@ -318,21 +321,21 @@ def _no_mask(state, params, mask, env, agent):
     pass
 
 
-def _uniform_action_function(definition: EnvironmentDefinition) -> Callable:
+def _uniform_action_function(definition: EnvironmentDefinition, jit: Callable = njit) -> Callable:
     """``draw(actions, key, env, agent, low, high)``: a uniform action of the agent's own action
     space, from per-agent bounds (:func:`random_action_bounds`)."""
     groups = definition.agent_groups(definition.default_params())
     spaces = [group.action_space for group in groups]
     if all(isinstance(space, gymnasium.spaces.Discrete) for space in spaces):
 
-        @njit
+        @jit
         def draw_discrete(actions, key, env, agent, low, high):
             actions[env, agent] = integer(key, 0, np.int64(high[agent, 0]))
 
         return draw_discrete
     if not any(isinstance(space, gymnasium.spaces.Box) for space in spaces):
 
-        @njit
+        @jit
         def draw_multi_discrete(actions, key, env, agent, low, high):
             for component in range(high.shape[1]):
                 if high[agent, component] > 0:
@@ -340,7 +343,7 @@ def _uniform_action_function(definition: EnvironmentDefinition) -> Callable:
 
         return draw_multi_discrete
 
-    @njit
+    @jit
     def draw_box(actions, key, env, agent, low, high):
         for component in range(high.shape[1]):
             width = high[agent, component] - low[agent, component]
