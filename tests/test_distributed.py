@@ -41,7 +41,7 @@ def torchrun(*arguments: str, processes: int = 2) -> list[str]:
 
 
 def environment(**extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "WARPSCI_DIST_TIMEOUT_S": "120", **extra}
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "WARPSCI_DIST_TIMEOUT_S": "900", **extra}
 
 
 def run(command: list[str], timeout: float = 600, **extra: str) -> subprocess.CompletedProcess:

@@ -121,6 +121,7 @@ def _train_and_report(args: argparse.Namespace, trainer: Any, run_dir: Path) -> 
     config, processes = trainer.config, trainer.processes
     if not processes.is_main:
         result = trainer.train()
+        processes.barrier()  # leave together, once rank 0 has written the summary
         return exit_code(result.stopped_by) if result.stopped_by is not None else 0
     if config.total_timesteps % config.batch_size:
         steps = config.num_iterations * config.batch_size
@@ -185,6 +186,7 @@ def _train_and_report(args: argparse.Namespace, trainer: Any, run_dir: Path) -> 
     text = json.dumps(_finite_or_none(summary), indent=2, allow_nan=False)
     (run_dir / "summary.json").write_text(text + "\n")
     print(text)
+    processes.barrier()
     if result.stopped_by is not None:
         print(
             f"stopped by {result.stopped_by} at step {result.global_step:,}; continue with "
