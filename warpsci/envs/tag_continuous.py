@@ -605,22 +605,6 @@ def observe_agent(state, params, obs, env, agent):
 
 
 @agent_function
-def observe_agent_by_scan(state, params, obs, env, agent):
-    """``observe_agent`` with the k nearest found by brute force (``observe_nearest_by_scan``), for
-    comparisons: ``dataclasses.replace(TAG_CONTINUOUS, observe_agent=observe_agent_by_scan)``."""
-    if params.use_full_observation:
-        observe_everyone(state, params, obs, env, agent)
-        return
-    slots = params.num_other_agents_observed
-    playing = state.in_game_before[env, agent] == 1
-    if playing:
-        observe_nearest_by_scan(state, params, obs, env, agent, slots)
-    else:
-        blank_slots(obs, env, agent, slots)
-    obs[env, agent, 7 * slots] = observed_time(state, params, env) if playing else np.float32(0.0)
-
-
-@agent_function
 def count_in_cells(state, params, env, x0, x1, y0, y1):
     """Agents filed in the cells ``[x0, x1] x [y0, y1]`` (a row of cells is one run)."""
     count = 0
