@@ -56,9 +56,15 @@ def run_case(
     command += ["--num-envs", str(per_gpu * gpus), "--total-steps", str(per_gpu * gpus * steps * iterations)]
     command += ["--no-progress", "--eval-episodes", "0", "--checkpoint-every-s", "0", *flags]
     started = time.perf_counter()
-    completed = subprocess.run(
-        command, capture_output=True, text=True, env={**os.environ, "NCCL_NVLS_ENABLE": "0"}, timeout=900
-    )
+    try:
+        completed = subprocess.run(
+            command, capture_output=True, text=True, env={**os.environ, "NCCL_NVLS_ENABLE": "0"}, timeout=240
+        )
+    except subprocess.TimeoutExpired as expired:
+        stderr = (
+            expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
+        )
+        return {"case": name, "gpus": gpus, "error": f"no exit within 240 s: {(stderr or '')[-1500:]}"}
     row = {"case": name, "gpus": gpus, "envs_per_gpu": per_gpu, "wall_s": time.perf_counter() - started}
     if completed.returncode != 0:
         row["error"] = completed.stderr[-1500:]

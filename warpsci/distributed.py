@@ -26,6 +26,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from warpsci.graphs import release_all
+
 
 class DistributedError(RuntimeError):
     """A multi-process launch that cannot work (one line, said to the user)."""
@@ -227,5 +229,6 @@ def shutdown() -> None:
     """Leave the process group (at the end of a multi-process command)."""
     global _current
     if dist.is_available() and dist.is_initialized():
+        release_all()
         dist.destroy_process_group()
     _current = SINGLE

@@ -14,9 +14,13 @@ are frozen into the graph: ``key`` says when they changed, and the graph is then
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable
 
 import torch
+
+#: Every GraphReplay alive, so that :func:`release_all` can free their graphs.
+_live: weakref.WeakSet[GraphReplay] = weakref.WeakSet()
 
 
 class GraphReplay:
@@ -52,6 +56,7 @@ class GraphReplay:
         self.captured_key: Hashable = None
         self.warmed_up = False
         self.captures = 0
+        _live.add(self)
 
     def __call__(self) -> None:
         key = self.key()
@@ -80,3 +85,17 @@ class GraphReplay:
         self.graph, self.captured_key = graph, key
         self.captures += 1
         graph.replay()
+
+    def release(self) -> None:
+        """Free the captured graph (the next call captures it again)."""
+        if self.graph is not None:
+            torch.cuda.synchronize(self.device)
+            self.graph.reset()
+            self.graph, self.captured_key = None, None
+
+
+def release_all() -> None:
+    """Free every captured graph. A graph that holds NCCL collectives must be freed before its
+    process group is destroyed, or ``destroy_process_group`` never returns (pytorch issue 115388)."""
+    for replay in list(_live):
+        replay.release()
