@@ -1,0 +1,92 @@
+"""What the per-iteration NaN/Inf checks cost on a GPU (issue 16): the device time of
+``OnPolicyTrainer.health_checks()`` (one ``isfinite().all()`` reduction per checked tensor, read
+with the iteration's metrics in the one existing transfer) against the time of a whole iteration.
+
+Run on a machine with a CUDA GPU:  python benchmarks/health_check_cost.py OUT_DIR
+Prints a table and writes health_check_cost.json. Each figure is the median of 5 timings.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from warpsci.algorithms import make_trainer
+from warpsci.config import TrainConfig
+
+CASES = {
+    "CartPole-v1 PPO 64x64, 8,192 x 128": {"env_id": "CartPole-v1", "num_envs": 8192, "num_steps": 128},
+    "TagGridworld-v0 A2C [32, 32] shared, 2,000 x 5 x 100": {
+        "env_id": "TagGridworld-v0", "algo": "a2c", "num_envs": 2000, "num_steps": 100,
+        "hidden_sizes": (32, 32), "shared_policy": True, "num_minibatches": 1, "update_epochs": 1,
+        "env_params": {
+            "num_taggers": 4, "grid_length": 100, "episode_length": 100, "use_full_observation": True
+        },
+    },
+    "TagGridworld-v0 A2C [32, 32] shared, 2,000 x 1,000 x 10 (partial obs.)": {
+        "env_id": "TagGridworld-v0", "algo": "a2c", "num_envs": 2000, "num_steps": 10,
+        "hidden_sizes": (32, 32), "shared_policy": True, "num_minibatches": 1, "update_epochs": 1,
+        "env_params": {"num_taggers": 999, "grid_length": 100, "episode_length": 100},
+    },
+}  # fmt: skip
+
+
+def timed(function, repeats: int) -> float:
+    """Median seconds of ``repeats`` calls, each timed to the end of its GPU work (5 timings)."""
+    timings = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            function()
+        torch.cuda.synchronize()
+        timings.append((time.perf_counter() - start) / repeats)
+    return statistics.median(timings)
+
+
+def measure(name: str, fields: dict) -> dict:
+    """Iteration time and health-check time of one case, in milliseconds."""
+    config = TrainConfig(device="cuda", total_timesteps=10**12, anneal_lr=False, **fields)
+    trainer = make_trainer(config)
+
+    def iteration() -> None:
+        trainer.rollout_and_advantages()
+        trainer.run_update()
+
+    for _ in range(3):  # warm-up and graph capture
+        iteration()
+    iteration_s = timed(iteration, 5)
+    checks_s = timed(lambda: trainer.health_checks()[1].sum(), 50)
+    return {
+        "case": name,
+        "checked": trainer.health_checks()[0],
+        "iteration_ms": iteration_s * 1e3,
+        "health_checks_ms": checks_s * 1e3,
+        "share_of_iteration": checks_s / iteration_s,
+    }
+
+
+def main(out_dir: str) -> None:
+    rows = []
+    for name, fields in CASES.items():
+        rows.append(measure(name, fields))
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "checked"}), flush=True)
+        torch.cuda.empty_cache()
+    report = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "rows": rows}
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "health_check_cost.json").write_text(json.dumps(report, indent=2))
+    print(f"{'case':<72} {'iteration ms':>12} {'checks ms':>10} {'share':>7}")
+    for row in rows:
+        print(
+            f"{row['case']:<72} {row['iteration_ms']:>12.3f} {row['health_checks_ms']:>10.4f} "
+            f"{row['share_of_iteration']:>7.3%}"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
