@@ -168,13 +168,36 @@ POISONED_STATE = dataclasses.replace(
 )
 
 
-def test_an_environment_can_have_its_state_checked():
-    """NaN in a state field that no observation shows: caught when the environment lists the field."""
+ON_THE_GPU = pytest.param(
+    "cuda",
+    marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")],
+)
+
+
+@pytest.mark.parametrize("device", ["cpu", ON_THE_GPU])
+def test_an_environment_can_have_its_state_checked(device):
+    """NaN in a state field that no observation shows: caught when the environment lists the field
+    (on the GPU, by the checks inside the captured update)."""
     if "PoisonedState-v0" not in warpsci.registered_ids():
         warpsci.register(POISONED_STATE)
-    config = TrainConfig(env_id="PoisonedState-v0", num_envs=4, num_steps=8, total_timesteps=320)
+    config = TrainConfig(env_id="PoisonedState-v0", num_envs=4, num_steps=8, total_timesteps=320, device=device)
     with pytest.raises(NonFiniteError, match="iteration 3 .* in environment state 'hidden'"):
         make_trainer(config).train()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_nan_rewards_are_caught_by_the_checks_inside_the_captured_update():
+    if "Poisoned-v0" not in warpsci.registered_ids():
+        warpsci.register(POISONED)
+    config = TrainConfig(env_id="Poisoned-v0", num_envs=4, num_steps=8, total_timesteps=320, device="cuda")
+    trainer = make_trainer(config)
+    with pytest.raises(NonFiniteError, match="iteration 3 .*rewards"):
+        trainer.train()
+    assert trainer._update_graph is not None and trainer._update_graph.captures == 1
+
+
+def test_state_check_field_names_are_checked():
     with pytest.raises(ValueError, match="not state fields"):
         dataclasses.replace(POISONED, finite_state_fields=("velocity",))
 

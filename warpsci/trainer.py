@@ -123,6 +123,7 @@ class OnPolicyTrainer:
         self._graph: GraphReplay | None = None
         self._update_graph: GraphReplay | None = None
         self._losses: dict[str, torch.Tensor] = {}
+        self._health = torch.ones(0)
         if capture:
             # The reset seed is a kernel argument frozen into the graph: a new seed, a new capture.
             self._graph = GraphReplay(
@@ -402,6 +403,7 @@ class OnPolicyTrainer:
     def _update_work(self) -> None:
         # Captured: the returned tensors are the graph's outputs, refreshed by every replay.
         self._losses = self._all_updates()
+        self._health = self.health_flags()
 
     def explained_variance(self, learner: PolicyLearner | None = None) -> torch.Tensor:
         """How much of the returns' variance the rollout's values explain (NaN for constant returns)."""
@@ -622,23 +624,34 @@ class OnPolicyTrainer:
         )
 
     def health_checks(self) -> tuple[list[str], torch.Tensor]:
-        """What is checked for NaN and infinity every iteration, and a float tensor on the device,
-        1 where it is finite: each policy's rollout observations and rewards and its weights after
-        the update, and the environment's ``finite_state_fields``. One reduction each over tensors
-        the iteration already holds (a read of the rollout's observations), read with the
-        iteration's metrics in the same transfer."""
-        names, flags = [], []
+        """What is checked for NaN and infinity every iteration (:meth:`health_names`) and a float
+        tensor on the device, 1 where it is finite (:meth:`health_flags`). Where the update is
+        replayed as a CUDA graph the flags are computed inside it (no launch from Python); they are
+        read with the iteration's metrics in the same transfer."""
+        if self._update_graph is None:
+            return self.health_names(), self.health_flags()
+        return self.health_names(), self._health
+
+    def health_names(self) -> list[str]:
+        """Names of the checked tensors: each policy's rollout observations and rewards and its
+        weights after the update, and the environment's ``finite_state_fields``."""
+        names = []
         for learner in self.learners:
             suffix = "" if len(self.learners) == 1 else f" of policy {learner.name!r}"
-            buffer = learner.buffer
             names += [f"observations{suffix}", f"rewards{suffix}", f"weights{suffix} after the update"]
-            # One pass over all weights (three launches) rather than two launches per tensor.
+        return names + [f"environment state {field!r}" for field in self.env.definition.finite_state_fields]
+
+    def health_flags(self) -> torch.Tensor:
+        """1.0 where the tensor of :meth:`health_names` is all finite, else 0.0: one read of each
+        tensor the iteration already holds. A float64 sum of float32 values is finite exactly when
+        every value is (it cannot overflow; NaN and infinity propagate), and needs no mask tensor."""
+        tensors = []
+        for learner in self.learners:
             weights = torch.cat([parameter.detach().reshape(-1) for parameter in learner.policy.parameters()])
-            flags += [buffer.obs.isfinite().all(), buffer.rewards.isfinite().all(), weights.isfinite().all()]
-        for field in self.env.definition.finite_state_fields:
-            names.append(f"environment state {field!r}")
-            flags.append(self.env.state_tensors[field].isfinite().all())
-        return names, torch.stack(flags).float()
+            tensors += [learner.buffer.obs, learner.buffer.rewards, weights]
+        tensors += [self.env.state_tensors[field] for field in self.env.definition.finite_state_fields]
+        sums = torch.stack([tensor.sum(dtype=torch.float64) for tensor in tensors])
+        return sums.isfinite().float()
 
     def raise_if_non_finite(
         self, health_names: list[str], health: list[float], losses: dict[str, float]
