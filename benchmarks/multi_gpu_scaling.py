@@ -4,8 +4,9 @@
 Run on a host with CUDA GPUs:  python benchmarks/multi_gpu_scaling.py OUT_DIR [K ...]
 (default: 1 and every GPU). Prints a table and writes multi_gpu_scaling.json; efficiency =
 rate on K / (K x rate on 1), with the one-GPU baseline measured on the same host. NVLink
-multicast stays off (NCCL_NVLS_ENABLE=0). Rates are the median ``charts/SPS_iteration`` of the
-iterations after three warm-ups, read from rank 0's progress.csv.
+multicast stays off (NCCL_NVLS_ENABLE=0 and the PyTorch and NVSHMEM equivalents). Rates are the
+median ``charts/SPS_iteration`` of the iterations after three warm-ups, read from rank 0's
+progress.csv.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from pathlib import Path
 import torch
 
 from warpsci.run_log import read_progress
+
+#: NVLink multicast off in NCCL, PyTorch and NVSHMEM (it can take a shared host out of service).
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 #: name, environment, environments per GPU, iterations, extra flags.
 CASES = [
@@ -58,7 +62,7 @@ def run_case(
     started = time.perf_counter()
     try:
         completed = subprocess.run(
-            command, capture_output=True, text=True, env={**os.environ, "NCCL_NVLS_ENABLE": "0"}, timeout=240
+            command, capture_output=True, text=True, env={**os.environ, **NO_MULTICAST}, timeout=240
         )
     except subprocess.TimeoutExpired as expired:
         stderr = (

@@ -1,16 +1,18 @@
-# Leases of a 2-GPU H200 host (kind nvidia-h200-x2) for issue 15, run from the repository root
-# with OUT set. PHASES=S: weak scaling (1 and 2 GPUs), DDP against the flat all-reduce, and the
-# two-GPU tests; PHASES=T: every other GPU test.
+# Leases of a multi-GPU H200 host for issues 15 and 19, run from the repository root with OUT set.
+# PHASES=S: weak scaling (COUNTS, default "1 2"), DDP against the flat all-reduce, and the two-GPU
+# tests; PHASES=T: every other GPU test. The 4-GPU call (issue 19, kind nvidia-h200-x4):
+#   PHASES=S COUNTS="1 2 4" bash benchmarks/multi_gpu_session.sh
 set -u
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+# NVLink multicast off everywhere (the device notes: it can take a shared host out of service).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PHASES=${PHASES:-S}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 if [[ $PHASES == *S* ]]; then
-  timeout 150 python -m torch.distributed.run --standalone --nproc-per-node 2 \
+  timeout 150 python -m torch.distributed.run --standalone --nproc-per-node "$(nvidia-smi -L | wc -l)" \
     benchmarks/gradient_sync.py "$OUT/sync" 2>&1 | grep -v -i warn | tail -20
   timeout 200 python -m pytest -q -m gpu tests/test_distributed_gpu.py -p no:cacheprovider 2>&1 | tail -15
-  timeout 420 python benchmarks/multi_gpu_scaling.py "$OUT/scaling" 1 2 2>&1 | grep -v -i warn | tail -30
+  timeout 420 python benchmarks/multi_gpu_scaling.py "$OUT/scaling" ${COUNTS:-1 2} 2>&1 | grep -v -i warn | tail -30
   rm -rf "$OUT"/scaling/*/checkpoints "$OUT"/scaling/*/tensorboard "$OUT"/scaling/*/checkpoint.pt
 fi
 if [[ $PHASES == *T* ]]; then

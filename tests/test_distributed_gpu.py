@@ -32,7 +32,9 @@ def torchrun_train(processes: int, *arguments: str, timeout: float = 600) -> sub
     environment = {
         **os.environ,
         "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        "NCCL_NVLS_ENABLE": "0",
+        "NCCL_NVLS_ENABLE": "0",  # NVLink multicast off (it can take a shared host out of service)
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
         "WARPSCI_DIST_TIMEOUT_S": "300",
     }
     return subprocess.run(

@@ -180,7 +180,9 @@ def test_an_environment_can_have_its_state_checked(device):
     (on the GPU, by the checks inside the captured update)."""
     if "PoisonedState-v0" not in warpsci.registered_ids():
         warpsci.register(POISONED_STATE)
-    config = TrainConfig(env_id="PoisonedState-v0", num_envs=4, num_steps=8, total_timesteps=320, device=device)
+    config = TrainConfig(
+        env_id="PoisonedState-v0", num_envs=4, num_steps=8, total_timesteps=320, device=device
+    )
     with pytest.raises(NonFiniteError, match="iteration 3 .* in environment state 'hidden'"):
         make_trainer(config).train()
 
