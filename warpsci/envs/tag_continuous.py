@@ -36,10 +36,9 @@ stages (each agent counts itself into its cell; the clock stage turns the counts
 cell's run starts; each agent files itself into its cell's run; each run is sorted by id); a reset
 copies the grid of the start positions, computed once on the host. The search
 (``observe_nearest``) grows a square of cells until it holds k others, bounds the k-th nearest
-distance by theirs, and takes successive minima of (distance, id) over the cells within that bound:
-exactly the brute force's choice and order (``observe_nearest_by_scan``), in ``k`` passes over a
-few ``k`` agents instead of ``k`` passes over all ``N`` (1,000 agents, k = 10: about 450 distances
-instead of 10,000).
+distance by theirs, and keeps the k nearest (distance, id) of the cells within that bound in one
+pass (an insertion-sorted list of k): exactly the brute force's choice and order
+(``observe_nearest_by_scan``, k passes over all ``N``), from one pass over a few ``k`` agents.
 
 Set-up, as the reference's section 9.1: ``np.random.RandomState(seed)`` draws the tagger ids
 (``choice(N, n_t, replace=False)``), then unless given the start ``x`` (``L * rand(N)``), the start
@@ -615,11 +614,14 @@ def count_in_cells(state, params, env, x0, x1, y0, y1):
 
 
 @agent_function
-def next_nearest_in_cells(state, params, env, agent, x0, x1, y0, y1, previous, previous_id):
-    """Among the agents filed in the cells ``[x0, x1] x [y0, y1]`` other than ``agent``, the first
-    after ``(previous, previous_id)`` in (distance, id) order: ``(id, distance)``, id -1 if none."""
-    chosen = -1
-    best = np.float32(0.0)
+def keep_nearest(state, params, obs, env, agent, x0, x1, y0, y1, slots):
+    """The ``slots`` nearest others among the agents filed in the cells ``[x0, x1] x [y0, y1]``,
+    in (distance, id) order, found in one pass over them. The sorted list is kept in the
+    observer's own observation row (distances where feature 0 of each slot goes, ids where
+    feature 1 goes; ``write_features`` overwrites them). Returns how many were found."""
+    count = 0
+    worst = np.float32(0.0)
+    worst_id = -1
     for row in range(y0, y1 + 1):
         base = row * params.grid_cells
         for index in range(state.cell_start[env, base + x0], state.cell_start[env, base + x1 + 1]):
@@ -627,10 +629,24 @@ def next_nearest_in_cells(state, params, env, agent, x0, x1, y0, y1, previous, p
             if other == agent:
                 continue
             gap = distance(state, env, agent, other)
-            after_previous = gap > previous or (gap == previous and other > previous_id)
-            if after_previous and (chosen < 0 or gap < best or (gap == best and other < chosen)):
-                chosen, best = other, gap
-    return chosen, best
+            if count == slots and (gap > worst or (gap == worst and other > worst_id)):
+                continue
+            position = count if count < slots else slots - 1
+            count = min(count + 1, slots)
+            while position > 0:  # insertion: shift the farther ones one slot out
+                before = obs[env, agent, position - 1]
+                before_id = int(obs[env, agent, slots + position - 1])
+                if gap > before or (gap == before and other > before_id):
+                    break
+                obs[env, agent, position] = before
+                obs[env, agent, slots + position] = np.float32(before_id)
+                position -= 1
+            obs[env, agent, position] = gap
+            obs[env, agent, slots + position] = np.float32(other)
+            if count == slots:
+                worst = obs[env, agent, slots - 1]
+                worst_id = int(obs[env, agent, 2 * slots - 1])
+    return count
 
 
 @agent_function
@@ -644,7 +660,7 @@ def observe_nearest(state, params, obs, env, agent, slots):
        bound of the true ``slots``-th nearest distance.
     2. Every agent within ``reach`` lies in the cells of ``[x - pad, x + pad] x [y - pad, y + pad]``
        (``pad`` = ``reach`` widened past float32 rounding; cells are monotone in the coordinate),
-       so successive minima of (distance, id) over those cells pick the true nearest.
+       so the ``slots`` nearest of those cells (:func:`keep_nearest`) are the true nearest.
     """
     cells = params.grid_cells
     inverse = params.grid_inverse_cell
@@ -662,26 +678,20 @@ def observe_nearest(state, params, obs, env, agent, slots):
             break
         radius += 1
     if enough:
-        reach = np.float32(-1.0)
-        reach_id = -1
-        for _ in range(slots):
-            reach_id, reach = next_nearest_in_cells(
-                state, params, env, agent, x0, x1, y0, y1, reach, reach_id
-            )
+        keep_nearest(state, params, obs, env, agent, x0, x1, y0, y1, slots)
+        reach = obs[env, agent, slots - 1]
         scale = abs(x) + abs(y) + params.grid_length
         pad = reach * np.float32(1.001) + scale * np.float32(1e-6)
         x0, x1 = cell_coordinate(x - pad, inverse, cells), cell_coordinate(x + pad, inverse, cells)
         y0, y1 = cell_coordinate(y - pad, inverse, cells), cell_coordinate(y + pad, inverse, cells)
-    previous = np.float32(-1.0)
-    previous_id = -1
+    found = keep_nearest(state, params, obs, env, agent, x0, x1, y0, y1, slots)
     for slot in range(slots):
-        chosen, best = next_nearest_in_cells(state, params, env, agent, x0, x1, y0, y1, previous, previous_id)
-        if chosen < 0:
+        if slot < found:
+            chosen = int(obs[env, agent, slots + slot])  # read before write_features overwrites it
+            write_features(state, params, obs, env, agent, chosen, slot, slots)
+        else:
             for feature in range(7):
                 obs[env, agent, feature * slots + slot] = np.float32(0.0)
-        else:
-            write_features(state, params, obs, env, agent, chosen, slot, slots)
-            previous, previous_id = best, chosen
 
 
 @agent_function
