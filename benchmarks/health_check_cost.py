@@ -30,11 +30,6 @@ CASES = {
             "num_taggers": 4, "grid_length": 100, "episode_length": 100, "use_full_observation": True
         },
     },
-    "TagGridworld-v0 A2C [32, 32] shared, 2,000 x 1,000 x 10 (partial obs.)": {
-        "env_id": "TagGridworld-v0", "algo": "a2c", "num_envs": 2000, "num_steps": 10,
-        "hidden_sizes": (32, 32), "shared_policy": True, "num_minibatches": 1, "update_epochs": 1,
-        "env_params": {"num_taggers": 999, "grid_length": 100, "episode_length": 100},
-    },
 }  # fmt: skip
 
 
