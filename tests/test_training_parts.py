@@ -13,6 +13,7 @@ from warpsci.config import TrainConfig, load_yaml
 from warpsci.ppo import PPOTrainer
 from warpsci.rollout import compute_gae
 from warpsci.sampling import categorical_log_prob_entropy, sample_categorical
+from warpsci.trainer import truncated_values
 
 
 def test_categorical_sampling_matches_the_softmax_probabilities():
@@ -98,6 +99,20 @@ def test_truncated_steps_bootstrap_from_the_final_observation_value():
     assert buffer.advantages[1, 1].item() == pytest.approx(1.0 - constant)
     # The last step bootstraps from next_value for both.
     assert buffer.advantages[2, 0].item() == pytest.approx(1.0 + 0.9 * constant - constant)
+
+
+def test_the_cpu_evaluates_only_truncated_rows_and_agrees_with_a_full_pass():
+    trainer = PPOTrainer(TrainConfig(num_envs=4, num_steps=5, total_timesteps=20, num_minibatches=1))
+    buffer = trainer.buffer
+    buffer.final_obs.copy_(torch.randn(buffer.final_obs.shape, generator=torch.Generator().manual_seed(3)))
+    buffer.truncated.zero_()
+    assert torch.equal(truncated_values(trainer.policy, buffer), torch.zeros_like(buffer.truncated))
+    buffer.truncated[1, 2] = buffer.truncated[4, 0] = 1.0
+    with torch.no_grad():
+        sparse = truncated_values(trainer.policy, buffer)
+        full = trainer.policy.value(buffer.final_obs)
+    assert torch.allclose(sparse * buffer.truncated, full * buffer.truncated, atol=1e-6)
+    assert sparse[1, 2] != 0 and sparse[4, 0] != 0
 
 
 @pytest.mark.parametrize(

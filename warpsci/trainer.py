@@ -363,7 +363,7 @@ class OnPolicyTrainer:
         with torch.no_grad():
             buffer.values.copy_(policy.value(buffer.obs))
             next_value = policy.value(next_obs)
-            final_values = policy.value(buffer.final_obs)
+            final_values = truncated_values(policy, buffer)
             rewards = buffer.rewards
             if learner.reward_scaler is not None:
                 rewards = learner.reward_scaler.scale(rewards, buffer.dones, self.processes)
@@ -672,6 +672,21 @@ class OnPolicyTrainer:
             f"{', '.join(bad)}; the run stopped without checkpointing it. Last good checkpoint: {last}. "
             "Lower the learning rate, check the environment's dynamics and rewards, or clip them."
         )
+
+
+def truncated_values(policy: nn.Module, buffer: Any) -> torch.Tensor:
+    """The critic's values of the last observations of truncated episodes (``buffer.final_obs``
+    where ``buffer.truncated``; any value elsewhere, since it is multiplied by ``truncated``). On
+    CUDA one pass over every row: no host synchronisation, so the rollout stays capturable. On the
+    CPU only the truncated rows, usually few or none (a whole pass cost 27 ms of a 1,024 x 64
+    Cartpole iteration's 600 ms on 2 cores)."""
+    if buffer.final_obs.is_cuda:
+        return policy.value(buffer.final_obs)
+    values = torch.zeros_like(buffer.truncated)
+    where = buffer.truncated.nonzero(as_tuple=True)
+    if where[0].numel():
+        values[where] = policy.value(buffer.final_obs[where])
+    return values
 
 
 def agreed_env_params(config: TrainConfig, processes: distributed.Processes) -> dict[str, Any]:
