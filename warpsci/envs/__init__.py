@@ -2,6 +2,12 @@
 
 from warpsci.envs.acrobot import ACROBOT, AcrobotParams
 from warpsci.envs.cartpole import CARTPOLE, CartPoleParams
+from warpsci.envs.catalysis import (
+    CATALYSIS_ONE_ATOM,
+    CATALYSIS_TWO_ATOM,
+    CatalysisParams,
+    CatalysisTwoAtomParams,
+)
 from warpsci.envs.mountain_car import MOUNTAIN_CAR, MountainCarParams
 from warpsci.envs.mountain_car_continuous import MOUNTAIN_CAR_CONTINUOUS, MountainCarContinuousParams
 from warpsci.envs.pendulum import PENDULUM, PendulumParams
@@ -17,6 +23,8 @@ BUILTIN_ENVIRONMENTS = (
     PENDULUM,
     TAG_GRIDWORLD,
     TAG_CONTINUOUS,
+    CATALYSIS_ONE_ATOM,
+    CATALYSIS_TWO_ATOM,
 )
 
 __all__ = [
@@ -24,6 +32,10 @@ __all__ = [
     "AcrobotParams",
     "BUILTIN_ENVIRONMENTS",
     "CARTPOLE",
+    "CATALYSIS_ONE_ATOM",
+    "CATALYSIS_TWO_ATOM",
+    "CatalysisParams",
+    "CatalysisTwoAtomParams",
     "CartPoleParams",
     "MOUNTAIN_CAR",
     "MOUNTAIN_CAR_CONTINUOUS",
