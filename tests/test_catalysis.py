@@ -184,3 +184,29 @@ def test_cuda_kernels_equal_the_cpu_on_every_scenario_under_the_simulator():
     for _, env_id, scenario, ok, episodes in lines:
         assert ok == "True", (env_id, scenario)
         assert int(episodes) > 0
+
+
+def test_a_trained_policy_reaches_the_final_state_on_diffusion2d_relaxed():
+    """PPO, 64 environments, 1M steps (about 30 s on 2 cores), episodes of 100 steps: the greedy
+    policy walks from (5, 9, 60) to (10, 0, 60) in fewer than 40 steps (the straight path: 14)."""
+    from warpsci.algorithms import make_trainer
+    from warpsci.config import TrainConfig
+
+    env_params = {"scenario": "diffusion2d_relaxed", "episode_length": 100}
+    config = TrainConfig(
+        env_id=ONE, device="cpu", seed=1, num_envs=64, num_steps=64, total_timesteps=1_000_000,
+        hidden_sizes=(50, 50), learning_rate=1e-3, ent_coef=0.01, env_params=env_params,
+    )  # fmt: skip
+    trainer = make_trainer(config)
+    trainer.train()
+    env = warpsci.make(ONE, num_envs=1, device="cpu", params=env_params)
+    obs, _ = env.reset(seed=3)
+    steps = 0
+    while True:
+        with torch.no_grad():
+            obs, _, terminated, truncated, _ = env.step(trainer.single.policy.act_greedy(obs))
+        steps += 1
+        if terminated[0] or truncated[0]:
+            break
+    assert terminated[0], f"the greedy policy did not reach the final state in {steps} steps"
+    assert steps < 40  # the straight path takes 14
