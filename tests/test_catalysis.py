@@ -210,3 +210,18 @@ def test_a_trained_policy_reaches_the_final_state_on_diffusion2d_relaxed():
             break
     assert terminated[0], f"the greedy policy did not reach the final state in {steps} steps"
     assert steps < 40  # the straight path takes 14
+
+
+def test_the_cli_takes_a_scenario_by_name(tmp_path, capsys):
+    from warpsci.cli import main
+
+    run_dir = tmp_path / "run"
+    argv = ["train", ONE, "--scenario", "gas1", "--device", "cpu", "--num-envs", "8", "--total-steps", "1024"]
+    assert main([*argv, "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "1"]) == 0
+    assert "scenario: gas1" in (run_dir / "config.yaml").read_text()
+    capsys.readouterr()
+    assert (
+        main(["train", ONE, "--scenario", "surfase", "--device", "cpu", "--run-dir", str(tmp_path / "r")])
+        == 2
+    )
+    assert "unknown 1-atom scenario 'surfase' (did you mean 'surface'?)" in capsys.readouterr().err

@@ -69,6 +69,8 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
 
         given = coerce("env_params", flags.pop("env_params"), dict[str, Any])
         data["env_params"] = {**(data.get("env_params") or {}), **given}
+    if args.scenario is not None:
+        data["env_params"] = {**(data.get("env_params") or {}), "scenario": args.scenario}
     data.update({key: value for key, value in flags.items() if value is not None})
     data.setdefault("device", default_device())
     return data
@@ -494,6 +496,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile", action="store_true", help="torch.compile the update's loss (TrainConfig.compile)"
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--scenario",
+        help="a named scenario of the environment (the catalysis ones: surface, gas1, diffusion2d, ...); "
+        "the same as --env-params '{scenario: NAME}'",
+    )
     _add_config_fields(train)
     train.set_defaults(handler=command_train)
 
