@@ -99,6 +99,34 @@ def draw_tag_continuous(ax: Any, state: dict, params: Any) -> None:
     ax.legend(loc="upper right", fontsize="small")
 
 
+def draw_catalysis(ax: Any, state: dict, params: Any) -> None:
+    """The energy (eV) of the slab layer the first atom is in, as a heat map over (x, y), with the
+    atoms (filled) and their targets (rings); for two atoms, the map is the first atom's energy with
+    the second held where it is. Outside the slab (2-D rules) the nearest layer is shown."""
+    from warpsci.envs.catalysis import landscape
+
+    land = landscape(params)
+    position = [int(v) for v in state["position"][0]]
+    layer = min(max(position[2], land.z_slab_lower), land.z_slab_upper - 1) - land.z_slab_lower
+    if len(position) == 3:
+        energies = land.grid[:, :, layer]
+    else:
+        second = (position[3], position[4], position[5] - land.z_slab_lower)
+        energies = land.grid[:, :, layer, second[0], second[1], second[2]]
+    # The range the reward sees: above ienergy + max_denergy every cell is the reward's floor.
+    shown = np.clip(energies, land.ienergy - land.max_denergy, land.ienergy + land.max_denergy)
+    image = ax.imshow(shown.T, origin="lower", cmap="viridis")
+    colours = ("tab:red", "tab:orange")
+    for atom in range(len(position) // 3):
+        x, y = position[3 * atom], position[3 * atom + 1]
+        ax.scatter([x], [y], s=90, color=colours[atom], edgecolors="white", label=f"atom {atom + 1}")
+        fx, fy = land.final_state[3 * atom], land.final_state[3 * atom + 1]
+        ax.scatter([fx], [fy], s=140, facecolors="none", edgecolors=colours[atom], linewidths=2)
+    ax.set_title(f"z = {position[2]} (slab {land.z_slab_lower}-{land.z_slab_upper - 1}); rings: targets")
+    ax.figure.colorbar(image, ax=ax, label="energy (eV)")
+    ax.legend(loc="upper right", fontsize="small")
+
+
 def _rectangle(ax: Any, x: float, y: float, width: float, height: float, colour: str) -> Any:
     from matplotlib.patches import Rectangle
 
@@ -114,6 +142,8 @@ BUILTIN_DRAWINGS: dict[str, Callable[[Any, dict, Any], None]] = {
     "MountainCarContinuous-v0": draw_mountain_car,
     "TagGridworld-v0": draw_tag_gridworld,
     "TagContinuous-v0": draw_tag_continuous,
+    "CatalysisOneAtom-v0": draw_catalysis,
+    "CatalysisTwoAtom-v0": draw_catalysis,
 }
 
 
