@@ -225,3 +225,38 @@ def test_the_cli_takes_a_scenario_by_name(tmp_path, capsys):
         == 2
     )
     assert "unknown 1-atom scenario 'surfase' (did you mean 'surface'?)" in capsys.readouterr().err
+
+
+def test_the_reaction_path_of_a_policy_is_written_with_its_barrier(tmp_path):
+    """The straight path on diffusion2d_relaxed, played as a policy: CSV rows, the barrier from the
+    grid, and the two pictures."""
+    from warpsci.reaction_path import greedy_path, write_reaction_path
+
+    class StraightPath:
+        moves = [0] * 5 + [3] * 9
+
+        def __init__(self) -> None:
+            self.step = 0
+
+        def act_greedy(self, obs: torch.Tensor) -> torch.Tensor:
+            self.step += 1
+            return torch.tensor([self.moves[self.step - 1]])
+
+    params = {"scenario": "diffusion2d_relaxed"}
+    rows = greedy_path(StraightPath(), ONE, params)
+    land = landscape(warpsci.make(ONE, num_envs=1, params=params).params)
+    assert [row["position"] for row in rows][:2] == [[5, 9, 60], [6, 9, 60]] and rows[-1]["position"] == [
+        10,
+        0,
+        60,
+    ]
+    energies = [land.grid[x, y, 0] for x, y, _ in (row["position"] for row in rows)]
+    summary = write_reaction_path(rows, land, tmp_path)
+    assert summary["path_steps"] == 14 and summary["reached_final_state"]
+    assert summary["barrier_eV"] == pytest.approx(max(energies) - energies[0])
+    lines = (tmp_path / "reaction_path.csv").read_text().splitlines()
+    assert lines[0] == "step,x,y,z,energy_eV,reward" and len(lines) == 16
+    assert lines[-1].startswith("14,10,0,60,")
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "reaction_profile.png").stat().st_size > 0
+    assert (tmp_path / "reaction_path_on_surface.png").stat().st_size > 0

@@ -259,19 +259,23 @@ def command_eval(args: argparse.Namespace) -> int:
         greedy=not args.sample,
         env_params=config.env_params,
     )
-    print(
-        json.dumps(
-            {
-                "env_id": config.env_id,
-                "episodes": int(returns.size),
-                "mean_return": float(returns.mean()),
-                "std_return": float(returns.std()),
-                "min_return": float(returns.min()),
-                "max_return": float(returns.max()),
-            },
-            indent=2,
-        )
-    )
+    summary: dict[str, Any] = {
+        "env_id": config.env_id,
+        "episodes": int(returns.size),
+        "mean_return": float(returns.mean()),
+        "std_return": float(returns.std()),
+        "min_return": float(returns.min()),
+        "max_return": float(returns.max()),
+    }
+    if config.env_id.startswith("Catalysis"):
+        from warpsci.envs.catalysis import landscape
+        from warpsci.reaction_path import greedy_path, write_reaction_path
+
+        run = Path(args.checkpoint)
+        folder = run if run.is_dir() else run.parent
+        rows = greedy_path(policy, config.env_id, config.env_params, device)
+        summary.update(write_reaction_path(rows, landscape(probe.params), folder))
+    print(json.dumps(summary, indent=2))
     return 0
 
 
