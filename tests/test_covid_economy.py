@@ -144,7 +144,7 @@ def test_invariants_over_an_episode_with_masked_random_actions():
 
 def test_no_changes_for_600_days_gives_baseline_unemployment_and_determinism():
     params = CovidEconomyParams(
-        episode_length=700, start_date="2020-01-29", vaccine_delivery_start_date="2021-06-01"
+        episode_length=700, start_date="2020-02-21", vaccine_delivery_start_date="2021-06-01"
     )
     results = [run_scripted(params, constant(0)) for _ in range(2)]
     env = results[0]["env"]

@@ -64,7 +64,7 @@ def test_unscaled_weights_equal_the_files():
     "kwargs, message",
     [
         (dict(start_date="2020-01-28"), "start_date must lie in"),
-        (dict(start_date="2021-06-01"), "start_date must lie in"),
+        (dict(start_date="2021-05-01"), "start_date must lie in"),
         (dict(start_date="2020-3-xx"), "start_date must be a date string"),
         (dict(vaccine_delivery_start_date="2020-03-22"), "vaccine_delivery_start_date must be after"),
         (dict(use_real_world_data=True), "needs use_real_world_policies"),
@@ -83,8 +83,8 @@ def test_bad_params_give_one_line_errors(kwargs, message):
 
 
 def test_start_date_bounds_are_accepted():
-    assert CovidEconomyParams(start_date="2020-01-29").derived.s0 == 28
-    CovidEconomyParams(start_date="2021-05-31", vaccine_delivery_start_date="2021-06-01", episode_length=1)
+    assert CovidEconomyParams(start_date="2020-02-21").derived.s0 == 51
+    CovidEconomyParams(start_date="2021-04-30", vaccine_delivery_start_date="2021-06-01", episode_length=1)
     assert CovidEconomyParams(use_real_world_policies=True, episode_length=437).derived.s0 == 81
 
 

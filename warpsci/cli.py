@@ -218,6 +218,10 @@ def command_eval(args: argparse.Namespace) -> int:
     from warpsci.registry import make
     from warpsci.trainer import build_policy, evaluate_policy
 
+    if args.policy is not None:
+        return _eval_scripted(args)
+    if args.env_params is not None or args.output_dir is not None:
+        raise ValueError("--env-params and --output-dir go with --policy (a scripted policy's run)")
     payload = load_checkpoint(args.checkpoint)
     config = TrainConfig.from_dict(payload["config"])
     device = args.device or default_device()
@@ -235,16 +239,14 @@ def command_eval(args: argparse.Namespace) -> int:
         evaluation = evaluate_groups(
             config.env_id, players, args.episodes, device, seed=args.seed, env_params=config.env_params
         )
-        print(
-            json.dumps(
-                {
-                    "env_id": config.env_id,
-                    "players": {k: str(v) for k, v in players.items()},
-                    **_group_summary(evaluation),
-                },
-                indent=2,
-            )
-        )
+        summary = {
+            "env_id": config.env_id,
+            "players": {k: str(v) for k, v in players.items()},
+            **_group_summary(evaluation),
+        }
+        if config.env_id == "CovidEconomy-v0" and not args.play:
+            summary.update(_covid_trained_episode(args.checkpoint, config.env_params, device))
+        print(json.dumps(summary, indent=2))
         return 0
     if args.play:
         raise ValueError(f"--play chooses players of agent groups; {config.env_id} has one group")
@@ -277,6 +279,57 @@ def command_eval(args: argparse.Namespace) -> int:
         summary.update(write_reaction_path(rows, landscape(probe.params), folder))
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _eval_scripted(args: argparse.Namespace) -> int:
+    """``warpsci eval ENV_ID --policy NAME``: one scripted episode, its summary, plot and CSV."""
+    from warpsci.config_fields import coerce
+    from warpsci.covid_episodes import ENV_ID, play_scripted, write_episodes
+
+    if args.checkpoint != ENV_ID:
+        raise ValueError(
+            f"--policy plays the scripted runs of {ENV_ID}; got {args.checkpoint!r} "
+            f"(warpsci eval {ENV_ID} --policy NAME)"
+        )
+    if args.play:
+        raise ValueError("--play chooses players of a trained run; it does not go with --policy")
+    env_params = coerce("env_params", args.env_params, dict[str, Any]) if args.env_params else None
+    episode = play_scripted(args.policy, env_params, args.device or "cpu")
+    summary: dict[str, Any] = {"env_id": ENV_ID, **episode.summary()}
+    if args.output_dir:
+        summary.update(write_episodes([episode], args.output_dir, f"covid_{args.policy}"))
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _covid_trained_episode(run: str, env_params: dict[str, Any], device: str) -> dict[str, Any]:
+    """A trained CovidEconomy run's greedy episode beside the real-world policies in the same setting:
+    both welfares, and ``covid_episode.png`` plus CSVs in the run folder."""
+    from warpsci.covid_episodes import (
+        TUTORIAL_SETTING,
+        play_episode,
+        play_scripted,
+        trained_actor,
+        write_episodes,
+    )
+    from warpsci.envs.covid_economy_data import CovidEconomyParams
+
+    folder = Path(run) if Path(run).is_dir() else Path(run).parent
+    trained = play_episode("trained", trained_actor(run, device), env_params, device)
+    params = CovidEconomyParams(**(env_params or {}))
+    same_setting = {  # the run's own values, not the tutorial's, for every key of that setting
+        key: (env_params or {}).get(key, getattr(params, key)) for key in TUTORIAL_SETTING
+    }
+    days_of_data = params.data.num_rows - params.derived.s0  # the real policies end with the data
+    same_setting["episode_length"] = min(params.episode_length, days_of_data)
+    reference = play_scripted("real-world-policies", {**(env_params or {}), **same_setting}, device)
+    return {
+        "social_welfare/trained": round(trained.social_welfare, 4),
+        "social_welfare/real-world-policies": round(reference.social_welfare, 4),
+        "us_deaths/trained": round(trained.us_deaths, 1),
+        "us_deaths/real-world-policies": round(reference.us_deaths, 1),
+        **write_episodes([trained, reference], folder, "covid_episode"),
+    }
 
 
 def _group_summary(evaluation: Any) -> dict[str, Any]:
@@ -533,6 +586,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="multi-group environments: play GROUP with PLAYER ('random' or another run's folder) "
         "instead of this run's policy; repeatable. Groups' policies sample (tag games need it)",
     )
+    evaluate.add_argument(
+        "--policy",
+        choices=["real-world-data", "real-world-policies", "open", "closed", "closed-6-months"],
+        help="CovidEconomy-v0: play a scripted run of the AI Economist tutorial instead of a checkpoint "
+        "(give the environment id in place of the checkpoint)",
+    )
+    evaluate.add_argument(
+        "--env-params", help="with --policy: YAML mapping of env params over the tutorial's setting"
+    )
+    evaluate.add_argument("--output-dir", help="with --policy: write the episode's PNG and CSV there")
     evaluate.set_defaults(handler=command_eval)
 
     bench = commands.add_parser("bench", help="measure environment and training throughput")

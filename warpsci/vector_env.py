@@ -34,6 +34,8 @@ from warpsci.memory import check_fits, nbytes
 _NUMPY_TO_TORCH = {
     np.dtype(np.float32): torch.float32,
     np.dtype(np.float64): torch.float64,
+    np.dtype(np.int8): torch.int8,
+    np.dtype(np.int16): torch.int16,
     np.dtype(np.int32): torch.int32,
     np.dtype(np.int64): torch.int64,
     np.dtype(np.uint8): torch.uint8,

@@ -8,6 +8,8 @@ from warpsci.envs.catalysis import (
     CatalysisParams,
     CatalysisTwoAtomParams,
 )
+from warpsci.envs.covid_economy import COVID_ECONOMY
+from warpsci.envs.covid_economy_data import CovidEconomyParams
 from warpsci.envs.mountain_car import MOUNTAIN_CAR, MountainCarParams
 from warpsci.envs.mountain_car_continuous import MOUNTAIN_CAR_CONTINUOUS, MountainCarContinuousParams
 from warpsci.envs.pendulum import PENDULUM, PendulumParams
@@ -25,6 +27,7 @@ BUILTIN_ENVIRONMENTS = (
     TAG_CONTINUOUS,
     CATALYSIS_ONE_ATOM,
     CATALYSIS_TWO_ATOM,
+    COVID_ECONOMY,
 )
 
 __all__ = [
@@ -34,6 +37,8 @@ __all__ = [
     "CARTPOLE",
     "CATALYSIS_ONE_ATOM",
     "CATALYSIS_TWO_ATOM",
+    "COVID_ECONOMY",
+    "CovidEconomyParams",
     "CatalysisParams",
     "CatalysisTwoAtomParams",
     "CartPoleParams",

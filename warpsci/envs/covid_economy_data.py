@@ -73,11 +73,41 @@ _FITTED_KEYS = {
 }
 
 
+#: Spec 12's parameter modulations (replica params of ``CovidEconomy-v0``).
+MODULATIONS = ("beta_intercept_modulation", "beta_slope_modulation", "unemployment_modulation")
+#: Capacity of the environment's per-state histories: the last ``BETA_DELAY`` stringency levels
+#: and the last ``FILTER_LEN`` level changes (int8 ring buffers; the shipped data need 29 and 600).
+LEVEL_HISTORY = 64
+CHANGE_HISTORY = 600
+#: Levels and their changes are stored as int8.
+MAX_STRINGENCY_LEVELS = 100
+
+
+def _modulation(name: str, value: object) -> float | tuple[float, ...]:
+    """A modulation factor, or one per replica, checked (finite, >= 0)."""
+
+    def factor(entry: object) -> float:
+        if not isinstance(entry, numbers.Real) or isinstance(entry, bool) or not 0 <= entry < math.inf:
+            raise ValueError(
+                f"{name} must be a number >= 0 or a sequence of them (one per environment), got {value!r}"
+            )
+        return float(entry)
+
+    if isinstance(value, (list, tuple, np.ndarray)):
+        factors = tuple(factor(entry) for entry in np.asarray(value, dtype=object).reshape(-1))
+        if not factors:
+            raise ValueError(f"{name} must not be an empty sequence")
+        return factors
+    return factor(value)
+
+
 class CovidDataError(ValueError):
     """A data file is missing or malformed, or the params do not fit the data (one-line message)."""
 
 
 def _parse_date(name: str, value: object) -> datetime.date:
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value  # YAML reads an unquoted 2020-03-22 as a date
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a date string YYYY-MM-DD, got {value!r}")
     try:
@@ -286,6 +316,21 @@ def load_covid_data(directory: str = "") -> CovidData:
     )
 
 
+def start_rows(data: CovidData) -> np.ndarray:
+    """The data rows an episode may start on: at least ``max(28, BETA_DELAY - 1)`` days into the data
+    (spec 13.4), before its last row, and with finite S, I, R, V and unemployment in every state."""
+    first = max(MIN_START_OFFSET_DAYS, data.beta_delay - 1)
+    keys = ("susceptible", "infected", "recovered", "vaccinated", "unemployed")
+    finite = np.all([np.isfinite(data.arrays[key]).all(axis=1) for key in keys], axis=0)
+    rows = np.flatnonzero(finite[: data.num_rows - 1])
+    rows = rows[rows >= first]
+    if rows.size == 0:
+        raise CovidDataError(
+            f"CovidEconomy data {data.directory}: no day has a full inferred state to start on"
+        )
+    return rows
+
+
 @dataclasses.dataclass(frozen=True)
 class CovidEconomyParams:
     """Settings of ``CovidEconomy-v0``; defaults are the published YAML configuration
@@ -312,6 +357,12 @@ class CovidEconomyParams:
     daily_vaccines_per_million_people: int = 3000  #: r_v (class default 4500)
     delivery_interval: int = 1  #: I_v, days between vaccine deliveries
     vaccine_delivery_start_date: str = "2021-01-12"  #: first delivery (class default 2020-12-22)
+    #: Spec 12's parameter modulations, one value per environment replica (a number, or a sequence
+    #: of ``num_envs`` numbers >= 0): factors on beta's intercept and slope, and on the weighted
+    #: stringency-change response of the unemployment model (``softplus(m_u * sum w X) + b``).
+    beta_intercept_modulation: float | tuple[float, ...] = 1.0
+    beta_slope_modulation: float | tuple[float, ...] = 1.0
+    unemployment_modulation: float | tuple[float, ...] = 1.0
 
     def __post_init__(self) -> None:
         check_int("episode_length", self.episode_length, 1)
@@ -352,22 +403,37 @@ class CovidEconomyParams:
                 "path_to_data_and_fitted_params must be a path string, "
                 f"got {self.path_to_data_and_fitted_params!r}"
             )
+        for name in MODULATIONS:
+            object.__setattr__(self, name, _modulation(name, getattr(self, name)))
         start = _parse_date("start_date", self.start_date)
         vaccine_start = _parse_date("vaccine_delivery_start_date", self.vaccine_delivery_start_date)
+        object.__setattr__(self, "start_date", start.isoformat())
+        object.__setattr__(self, "vaccine_delivery_start_date", vaccine_start.isoformat())
         data = load_covid_data(os.fspath(self.path_to_data_and_fitted_params))
+        if self.n_stringency_levels > MAX_STRINGENCY_LEVELS:
+            raise ValueError(
+                f"n_stringency_levels must be <= {MAX_STRINGENCY_LEVELS}, got {self.n_stringency_levels}"
+            )
+        if data.beta_delay > LEVEL_HISTORY or data.filter_len > CHANGE_HISTORY:
+            raise CovidDataError(
+                f"CovidEconomy data {data.directory}: BETA_DELAY must be <= {LEVEL_HISTORY} and "
+                f"FILTER_LEN <= {CHANGE_HISTORY} (the environment's history buffers), "
+                f"got {data.beta_delay} and {data.filter_len}"
+            )
         if data.num_stringency_levels != self.n_stringency_levels:
             raise ValueError(
                 f"n_stringency_levels must equal the data's NUM_STRINGENCY_LEVELS "
                 f"({data.num_stringency_levels}), got {self.n_stringency_levels}"
             )
         s0 = (start - data.policy_start_date).days
-        earliest = data.policy_start_date + datetime.timedelta(
-            days=max(MIN_START_OFFSET_DAYS, data.beta_delay - 1)
-        )
-        if start < earliest or s0 >= data.num_rows - 1:
+        rows = start_rows(data)
+        if s0 not in rows:
+            first, last = (
+                data.policy_start_date + datetime.timedelta(days=int(r)) for r in (rows[0], rows[-1])
+            )
             raise ValueError(
-                f"start_date must lie in [{earliest}, {data.last_date - datetime.timedelta(days=1)}] "
-                f"(the data cover {data.policy_start_date} .. {data.last_date}), got {self.start_date!r}"
+                f"start_date must lie in [{first}, {last}] (the days with a full inferred state in the "
+                f"data, which cover {data.policy_start_date} .. {data.last_date}), got {self.start_date!r}"
             )
         t_vac = (vaccine_start - start).days
         if t_vac <= 0:
@@ -458,3 +524,24 @@ def _derive(params: CovidEconomyParams, data: CovidData, s0: int, t_vac: int) ->
             data.population.astype(np.float64) * params.max_annual_subsidy_per_person / 365
         ).astype(f32),
     )
+
+
+def real_subsidy_levels(params: CovidEconomyParams) -> np.ndarray:
+    """The planner's level at steps ``0 .. T`` in real-policy mode (spec 12): each real payment on
+    data row ``s0 + t - 1`` becomes ``round(amount / A)`` levels added to steps ``t .. t + I_s - 1``,
+    ``A = n_US * S_max / L_s * I_s / 365``. Built per episode (the reference's second episode adds
+    the payments again; here every episode is the first)."""
+    data, s0 = params.data, params.derived.s0
+    unit = (
+        data.us_population
+        * params.max_annual_subsidy_per_person
+        / params.num_subsidy_levels
+        * params.subsidy_interval
+        / 365
+    )
+    levels = np.zeros(params.episode_length + 1, dtype=np.int64)
+    for t in range(1, params.episode_length + 1):
+        amount = data.arrays["subsidy"][s0 + t - 1]
+        if amount > 0 and unit > 0:
+            levels[t : t + params.subsidy_interval] += int(round(amount / unit))
+    return levels

@@ -12,9 +12,15 @@ import math
 
 import numpy as np
 
-from warpsci.envs.covid_economy_data import CovidEconomyParams
+from warpsci.envs.covid_economy_data import MODULATIONS, CovidEconomyParams, real_subsidy_levels
 
 F32 = np.float32
+
+
+def _scalar(value) -> float:
+    if isinstance(value, tuple):
+        raise ValueError("the reference simulates one environment: give each modulation as one number")
+    return value
 
 
 def crra(x: np.ndarray | float, eta: float) -> np.ndarray:
@@ -76,24 +82,7 @@ class CovidEconomyReference:
         self.planner_mask_open = True
         self.beta = np.zeros(self.n, dtype=F32)
         if p.use_real_world_policies:
-            self.real_levels = self._real_subsidy_schedule()
-
-    def _real_subsidy_schedule(self) -> np.ndarray:
-        """Planner level of steps 0..T from the real payments (spec 12)."""
-        p, data, derived = self.params, self.params.data, self.params.derived
-        unit = (
-            data.us_population
-            * p.max_annual_subsidy_per_person
-            / p.num_subsidy_levels
-            * p.subsidy_interval
-            / 365
-        )
-        levels = np.zeros(p.episode_length + 1, dtype=np.int64)
-        for t in range(1, p.episode_length + 1):
-            amount = data.arrays["subsidy"][derived.s0 + t - 1]
-            if amount > 0:
-                levels[t : t + p.subsidy_interval] += int(round(amount / unit))
-        return levels
+            self.real_levels = real_subsidy_levels(p)
 
     # -- one step --------------------------------------------------------------------------
     def step(self, state_actions, planner_action: int) -> tuple[np.ndarray, float]:
@@ -134,7 +123,8 @@ class CovidEconomyReference:
         else:
             # 7.5 SIR
             lagged = self.levels[-1 - data.beta_delay].astype(F32)
-            self.beta = (data.beta_intercepts + data.beta_slopes * lagged).astype(F32)
+            m_i, m_s, m_u = (F32(_scalar(getattr(p, name))) for name in MODULATIONS)
+            self.beta = (m_i * data.beta_intercepts + m_s * data.beta_slopes * lagged).astype(F32)
             S, I, R, V = self.S, self.I, self.R, self.V  # noqa: E741
             f = np.minimum(F32(1), vac / (S + F32(1e-10)))
             v = np.minimum(vac, S)
@@ -150,7 +140,9 @@ class CovidEconomyReference:
             history = np.asarray(self.levels[-data.filter_len - 1 :], dtype=F32)  # (L_u + 1, n)
             changes = (history[1:] - history[:-1])[::-1]  # (L_u, n), k = 0 newest
             X = self.filter_decay.T @ changes  # (5, n)
-            rate = softplus(np.sum(data.filter_weights.T * X, axis=0).astype(F32)) + data.unemployment_bias
+            rate = (
+                softplus(m_u * np.sum(data.filter_weights.T * X, axis=0).astype(F32)) + data.unemployment_bias
+            )
             self.U = (rate * self.pop / F32(100)).astype(F32)
         # 7.6 economy
         phi, rho = F32(p.pop_between_age_18_65), F32(p.infection_too_sick_to_work_rate)
