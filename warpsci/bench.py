@@ -10,6 +10,7 @@ import dataclasses
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium
 import torch
@@ -72,6 +73,36 @@ def action_sampler(
     raise TypeError(f"no random sampler for action space {space!r}")
 
 
+def group_action_sampler(env: Any, generator: torch.Generator) -> Callable[[], None]:
+    """Uniform random actions for every group of a multi-group environment, written into its
+    action buffer (through the group's rows, or a scratch tensor scattered back when the group's
+    agents are not contiguous)."""
+    actions = env.buffers.actions
+    steps = []
+    for group in env.groups:
+        if group.contiguous:
+            rows = env.group_rows(actions, group)
+            steps.append(action_sampler(group.action_space, rows, generator))
+            continue
+        scratch = env.group_rows(actions, group).clone()
+        index = torch.as_tensor(group.agents, device=actions.device)
+        fill = action_sampler(group.action_space, scratch, generator)
+
+        def scatter(
+            fill: Callable[[], None] = fill, scratch: torch.Tensor = scratch, index: torch.Tensor = index
+        ):
+            fill()
+            actions.index_copy_(1, index, scratch)
+
+        steps.append(scatter)
+
+    def sample() -> None:
+        for step in steps:
+            step()
+
+    return sample
+
+
 def bench_env(
     env_id: str,
     num_envs: int,
@@ -99,7 +130,10 @@ def bench_env(
     )
     generator = torch.Generator(device=env.device)
     generator.manual_seed(seed)
-    sample_actions = action_sampler(env.single_action_space, env.actions_buffer, generator)
+    if isinstance(env.single_action_space, gymnasium.spaces.Dict):
+        sample_actions = group_action_sampler(env, generator)
+    else:
+        sample_actions = action_sampler(env.single_action_space, env.actions_buffer, generator)
     env.reset()
 
     def run(count: int) -> None:

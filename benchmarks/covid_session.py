@@ -1,0 +1,66 @@
+"""CovidEconomy-v0 on the GPU (issue 14): env-only steps/s at 1K, 10K and 60K+ environments, the
+CPU backend on the same host, end to end with the published [256, 256] networks.
+
+Run on a machine with a CUDA GPU:  python benchmarks/covid_session.py OUT_DIR
+Prints one JSON line per figure and writes covid_session.json. Env-only: uniform random actions
+(unmasked: masks are advice) sampled by torch each step into the action buffer, medians of 5
+repeats of STEPS steps, each repeat one captured CUDA graph; the CPU backend the same way, without
+graphs, on every core of the host. End to end: PPO with the published configuration's networks and
+rollout length (90 steps), median ``charts/SPS_iteration`` of 4 iterations after 2 warm-ups.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from warpsci.algorithms import make_trainer
+from warpsci.bench import bench_env
+from warpsci.config import TrainConfig
+
+ENV_ID = "CovidEconomy-v0"
+
+
+def end_to_end(num_envs: int) -> float:
+    config = TrainConfig(
+        env_id=ENV_ID, device="cuda", num_envs=num_envs, num_steps=90,
+        total_timesteps=num_envs * 90 * 6, hidden_sizes=(256, 256), learning_rate=1e-4,
+        gamma=0.98, vf_coef=1.0, ent_coef=0.05, checkpoint_every=0,
+    )  # fmt: skip
+    rates: list[float] = []
+    make_trainer(config).train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS_iteration"]))
+    return statistics.median(rates[2:])
+
+
+def main(out_dir: str) -> None:
+    rows = []
+
+    def record(**row) -> None:
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    for num_envs in (1_000, 10_000, 60_000, 100_000):
+        steps = 200 if num_envs <= 10_000 else 100
+        result = bench_env(ENV_ID, num_envs, "cuda", steps=steps, capture=True)
+        record(mode="env-only cuda graph", envs=num_envs, steps_per_s=result.steps_per_second,
+               repeats=result.repeats)  # fmt: skip
+    cores = torch.get_num_threads()
+    for num_envs in (1_000, 10_000):
+        result = bench_env(ENV_ID, num_envs, "cpu", steps=20, repeats=3)
+        record(mode=f"env-only cpu ({cores} threads)", envs=num_envs, steps_per_s=result.steps_per_second,
+               repeats=result.repeats)  # fmt: skip
+    for num_envs in (1_000, 10_000):
+        start = time.perf_counter()
+        record(mode="end to end PPO [256, 256]", envs=num_envs, steps_per_s=end_to_end(num_envs),
+               wall_s=round(time.perf_counter() - start, 1))  # fmt: skip
+    record(device=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"))
+    Path(out_dir, "covid_session.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
