@@ -34,7 +34,10 @@ An environment is one Python module holding
       or, for the common case, ``step_agent(state, params, actions, env, agent, phase, key) -> float``
       with ``num_step_phases`` (default 1): one agent stage per phase.
   ``observe_agent(state, params, obs, env, agent) -> None``
-      Write the agent's observation into ``obs[env, agent, :]``.
+      Write the agent's observation into ``obs[env, agent, :]``. In an environment whose agents
+      do not leave early, an agent may also write entries of another agent's row that nobody else
+      writes (CovidEconomy's governors fill in their part of the planner's view, in parallel):
+      every agent of an environment observes in the same stage, final observations included.
   ``is_terminal(state, params, env) -> bool``
       Whether the environment's episode has ended (once per environment, after the step's stages).
   ``is_agent_done(state, params, env, agent) -> bool`` (optional)

@@ -455,6 +455,9 @@ def lagged_level(state, params, env, agent, t):
 
 @agent_function
 def observe_agent(state, params, obs, env, agent):
+    """Spec 9. A governor writes its own row and its own entries of the planner's row (the planner
+    sees every state; 51 threads write those entries at once instead of the planner's one thread),
+    the planner the four clocks of its row."""
     n = params.num_states
     t = np.int64(state.t[env])
     levels = np.float32(params.stringency_levels)
@@ -463,33 +466,33 @@ def observe_agent(state, params, obs, env, agent):
     until_subsidy = np.float32((interval - t % interval) / interval)
     vaccines = vaccine_timer(params, t)
     time = np.float32(t / params.episode_length)
-    if agent < n:
-        row = params.states[agent]
-        obs[env, agent, 0] = np.float32(state.level[env, agent]) / levels
-        obs[env, agent, 1] = subsidy_level
-        obs[env, agent, 2] = until_subsidy
-        obs[env, agent, 3] = vaccines
-        obs[env, agent, 4] = time
-        for k in range(n):
-            obs[env, agent, 5 + k] = np.float32(1.0) if k == agent else np.float32(0.0)
-        obs[env, agent, 5 + n] = state.productivity[env, agent] / row[MAX_PRODUCTIVITY]
-        for feature in range(STATE_FEATURES):
-            obs[env, agent, 6 + n + feature] = state_feature(state, env, agent, feature) / row[POPULATION]
-        obs[env, agent, 12 + n] = np.float32(lagged_level(state, params, env, agent, t)) / levels
+    if agent >= n:
+        obs[env, agent, n] = subsidy_level
+        obs[env, agent, n + 1] = until_subsidy
+        obs[env, agent, n + 2] = vaccines
+        obs[env, agent, n + 3] = time
         return
-    obs[env, agent, n] = subsidy_level
-    obs[env, agent, n + 1] = until_subsidy
-    obs[env, agent, n + 2] = vaccines
-    obs[env, agent, n + 3] = time
-    for other in range(n):
-        row = params.states[other]
-        obs[env, agent, other] = np.float32(state.level[env, other]) / levels
-        obs[env, agent, n + 4 + other] = state.productivity[env, other] / row[MAX_PRODUCTIVITY]
-        for feature in range(STATE_FEATURES):
-            value = state_feature(state, env, other, feature) / row[POPULATION]
-            obs[env, agent, 2 * n + 4 + feature * n + other] = value
-        lag = np.float32(lagged_level(state, params, env, other, t)) / levels
-        obs[env, agent, (3 + STATE_FEATURES - 1) * n + 4 + other] = lag
+    row = params.states[agent]
+    level = np.float32(state.level[env, agent]) / levels
+    productivity = state.productivity[env, agent] / row[MAX_PRODUCTIVITY]
+    lag = np.float32(lagged_level(state, params, env, agent, t)) / levels
+    obs[env, agent, 0] = level
+    obs[env, agent, 1] = subsidy_level
+    obs[env, agent, 2] = until_subsidy
+    obs[env, agent, 3] = vaccines
+    obs[env, agent, 4] = time
+    for k in range(n):
+        obs[env, agent, 5 + k] = np.float32(1.0) if k == agent else np.float32(0.0)
+    obs[env, agent, 5 + n] = productivity
+    obs[env, agent, 12 + n] = lag
+    planner = n
+    obs[env, planner, agent] = level
+    obs[env, planner, n + 4 + agent] = productivity
+    obs[env, planner, 8 * n + 4 + agent] = lag  # after the 6 x n features
+    for feature in range(STATE_FEATURES):
+        value = state_feature(state, env, agent, feature) / row[POPULATION]
+        obs[env, agent, 6 + n + feature] = value
+        obs[env, planner, 2 * n + 4 + feature * n + agent] = value
 
 
 @agent_function
