@@ -5,7 +5,8 @@ Run on a machine with a CUDA GPU:  python benchmarks/covid_session.py OUT_DIR
 Prints one JSON line per figure and writes covid_session.json. Env-only: uniform random actions
 (unmasked: masks are advice) sampled by torch each step into the action buffer, medians of 5
 repeats of STEPS steps, each repeat one captured CUDA graph; the CPU backend the same way, without
-graphs, on every core of the host. End to end: PPO with the published configuration's networks and
+graphs, on every core of the host, and the NumPy reference of the rules (one environment, the
+way the AI Economist's CPU implementation steps). End to end: PPO with the published configuration's networks and
 rollout length (90 steps), median ``charts/SPS_iteration`` of 4 iterations after 2 warm-ups.
 """
 
@@ -17,11 +18,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from warpsci.algorithms import make_trainer
 from warpsci.bench import bench_env
 from warpsci.config import TrainConfig
+from warpsci.envs.covid_economy_data import CovidEconomyParams
+from warpsci.envs.covid_economy_reference import CovidEconomyReference
 
 ENV_ID = "CovidEconomy-v0"
 
@@ -56,6 +60,12 @@ def main(out_dir: str) -> None:
         record(mode=f"env-only cpu ({cores} threads)", envs=num_envs, steps_per_s=result.steps_per_second,
                repeats=result.repeats)  # fmt: skip
     # 10K environments: the update's forward pass over 10K x 90 x 51 governor rows does not fit 80 GB
+    reference = CovidEconomyReference(CovidEconomyParams())
+    start = time.perf_counter()
+    for _ in range(540):
+        reference.step(np.zeros(reference.n, dtype=np.int64), 0)
+    record(mode="NumPy reference, one environment, one process",
+           envs=1, steps_per_s=540 / (time.perf_counter() - start))  # fmt: skip
     for num_envs in (1_000, 2_000):
         start = time.perf_counter()
         record(mode="end to end PPO [256, 256]", envs=num_envs, steps_per_s=end_to_end(num_envs),
