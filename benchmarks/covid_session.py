@@ -6,8 +6,8 @@ Prints one JSON line per figure and writes covid_session.json. Env-only: uniform
 (unmasked: masks are advice) sampled by torch each step into the action buffer, medians of 5
 repeats of STEPS steps, each repeat one captured CUDA graph; the CPU backend the same way, without
 graphs, on every core of the host, and the NumPy reference of the rules (one environment, the
-way the AI Economist's CPU implementation steps). End to end: PPO with the published configuration's networks and
-rollout length (90 steps), median ``charts/SPS_iteration`` of 4 iterations after 2 warm-ups.
+way the AI Economist's CPU implementation steps). End to end: PPO with the published
+configuration's networks and rollout length (90 steps), median ``charts/SPS_iteration`` of 4 iterations after 2 warm-ups.
 """
 
 from __future__ import annotations
