@@ -7,7 +7,8 @@ Prints one JSON line per figure and writes covid_session.json. Env-only: uniform
 repeats of STEPS steps, each repeat one captured CUDA graph; the CPU backend the same way, without
 graphs, on every core of the host, and the NumPy reference of the rules (one environment, the
 way the AI Economist's CPU implementation steps). End to end: PPO with the published
-configuration's networks and rollout length (90 steps), median ``charts/SPS_iteration`` of 4 iterations after 2 warm-ups.
+configuration's networks and rollout length (90 steps), median ``charts/SPS_iteration`` of 4
+iterations after 2 warm-ups.
 """
 
 from __future__ import annotations
