@@ -1,9 +1,10 @@
 """Where one training iteration spends its time on the GPU: rollout (environment steps, policy
 forward, sampling, storage, advantages) against the update, then the top CUDA kernels.
 
-Run on a machine with a CUDA GPU:  python benchmarks/profile_iteration.py OUT_DIR
-Profiles Tag continuous at 2,000 x 110 (A2C, [256, 256] per group, 10-step rollouts) and
-prints a short table; writes profile_iteration.json.
+Run on a machine with a CUDA GPU:  python benchmarks/profile_iteration.py OUT_DIR [compile]
+(``compile``: ``TrainConfig.compile``, the update's loss through torch.compile). Profiles Tag
+continuous at 2,000 x 110 (A2C, [256, 256] per group, 10-step rollouts) and prints a short table;
+writes profile_iteration.json.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def timed(function, repeats: int = 7) -> float:
     return statistics.median(times)
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, compile_loss: bool = False) -> None:
     config = TrainConfig(
         env_id="TagContinuous-v0",
         algo="a2c",
@@ -46,6 +47,7 @@ def main(out_dir: str) -> None:
         hidden_sizes=(256, 256),
         anneal_lr=False,
         env_params=published(100),
+        compile=compile_loss,
     )
     trainer = make_trainer(config)
     trainer.train()
@@ -62,7 +64,8 @@ def main(out_dir: str) -> None:
     report = {
         "device": torch.cuda.get_device_name(),
         "date": time.strftime("%Y-%m-%d"),
-        "case": "TagContinuous-v0 2,000 x 110, A2C [256, 256] per group, 10-step rollouts",
+        "case": "TagContinuous-v0 2,000 x 110, A2C [256, 256] per group, 10-step rollouts"
+        + (", compiled loss" if compile_loss else ""),
         "rollout_ms": rollout_s * 1e3,
         "update_ms": update_s * 1e3,
         "env_only_ms_for_the_rollout_steps": env_s * 1e3,
@@ -70,11 +73,12 @@ def main(out_dir: str) -> None:
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "profile_iteration.json").write_text(json.dumps(report, indent=2))
-    (out / "profile_kernels.txt").write_text(table)
+    suffix = "_compiled" if compile_loss else ""
+    (out / f"profile_iteration{suffix}.json").write_text(json.dumps(report, indent=2))
+    (out / f"profile_kernels{suffix}.txt").write_text(table)
     print(json.dumps(report, indent=1))
     print(table)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], compile_loss=sys.argv[2:] == ["compile"])

@@ -167,3 +167,26 @@ def test_reward_scaler_divides_by_the_return_std():
     std = torch.stack(expected).double().std(unbiased=False)
     assert torch.allclose(scaled, (rewards / std).float(), rtol=1e-3)
     assert np.isfinite(scaled.numpy()).all()
+
+
+@pytest.mark.parametrize("nvec", [[4, 4, 4], [2, 6, 3]], ids=["equal", "unequal"])
+def test_multi_discrete_log_prob_is_each_components_softmax_and_gradients_reach_every_logit(nvec):
+    """The head lays the flat logits out per component (a reshape when the components are equal,
+    an index_select with padding otherwise): the joint log-probability is the sum of each
+    component's log-softmax over its own logits, and its gradient reaches each of them."""
+    torch.manual_seed(0)
+    policy = ActorCritic(5, gymnasium.spaces.MultiDiscrete(nvec), hidden_sizes=(8,))
+    obs = torch.randn(7, 5)
+    actions = torch.stack([torch.randint(0, n, (7,)) for n in nvec], dim=-1)
+    log_prob, entropy, _ = policy.evaluate(obs, actions)
+    flat = policy.actor(obs)
+    expected = torch.zeros(7)
+    expected_entropy = torch.zeros(7)
+    for component, logits in enumerate(torch.split(flat, nvec, dim=-1)):
+        log_softmax = torch.log_softmax(logits, dim=-1)
+        expected += log_softmax.gather(-1, actions[:, component : component + 1]).squeeze(-1)
+        expected_entropy -= (log_softmax.exp() * log_softmax).sum(-1)
+    torch.testing.assert_close(log_prob, expected)
+    torch.testing.assert_close(entropy, expected_entropy)
+    (gradient,) = torch.autograd.grad(log_prob.sum(), policy.actor[-1].bias)
+    assert gradient.shape == (sum(nvec),) and bool((gradient != 0).all())

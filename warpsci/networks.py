@@ -99,7 +99,10 @@ class ActorCritic(nn.Module):
             offsets = np.cumsum([0] + nvec[:-1])
             for row, (offset, n) in enumerate(zip(offsets, nvec, strict=True)):
                 index[row, :n] = np.arange(offset, offset + n)
-            self.register_buffer("logit_index", torch.from_numpy(index), persistent=False)
+            self.register_buffer("logit_index", torch.from_numpy(index.reshape(-1)), persistent=False)
+            self.component_shape = (len(nvec), max(nvec))
+            # Equal components need no padding: the flat logits reshape to (components, n).
+            self.equal_components = len(set(nvec)) == 1
         else:
             if len(action_space.shape) != 1:
                 raise TypeError(f"Box action spaces must be 1-D, got shape {action_space.shape}")
@@ -147,8 +150,13 @@ class ActorCritic(nn.Module):
         if mask is not None:
             out = out.masked_fill(~mask, MASKED_LOGIT)
         if self.kind == "multi_discrete":
+            if self.equal_components:
+                return out.reshape(*out.shape[:-1], *self.component_shape)
+            # index_select, not advanced indexing: its backward is an index_add, where advanced
+            # indexing's sorts the indices (8.7 ms an update at 2,000 x 110 Tag continuous rows).
             padding = out.new_full(out.shape[:-1] + (1,), MASKED_LOGIT)
-            out = torch.cat([out, padding], dim=-1)[..., self.logit_index]
+            padded = torch.cat([out, padding], dim=-1).index_select(-1, self.logit_index)
+            out = padded.reshape(*out.shape[:-1], *self.component_shape)
         return out
 
     def act(
