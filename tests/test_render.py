@@ -57,6 +57,26 @@ def test_every_builtin_environment_can_be_drawn_and_others_are_told_how():
         drawing_for(nameless)
 
 
+def test_a_covid_economy_state_is_drawn_as_one_bar_per_state():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from warpsci.render import _snapshot
+
+    env = warpsci.make("CovidEconomy-v0", num_envs=1, device="cpu")
+    env.reset(seed=0)
+    state = _snapshot(env)
+    figure, ax = plt.subplots()
+    drawing_for(env.definition)(ax, state, env.params)
+    heights = [patch.get_height() for patch in ax.patches]
+    assert heights == [float(level) for level in state["level"][:51]]
+    assert [label.get_text() for label in ax.get_xticklabels()][:3] == ["AL", "AK", "AZ"]
+    assert ax.get_title().startswith("day 0, subsidy level ")
+    plt.close(figure)
+
+
 def test_without_matplotlib_runs_draw_no_curve_and_render_says_what_to_install(tmp_path, monkeypatch):
     import sys
 

@@ -13,6 +13,23 @@ from warpsci.environment import EnvironmentDefinition
 
 TAGGER_COLOUR, RUNNER_COLOUR, OUT_COLOUR = "tab:red", "tab:blue", "0.75"
 
+#: Postal codes of the COVID-19 economy's states (a user's own data may name others: those are
+#: labelled by their first letters).
+US_STATE_CODES = dict(zip(
+    ("Alabama", "Alaska", "Arizona", "Arkansas", "California", "Colorado", "Connecticut", "Delaware",
+     "District of Columbia", "Florida", "Georgia", "Hawaii", "Idaho", "Illinois", "Indiana", "Iowa",
+     "Kansas", "Kentucky", "Louisiana", "Maine", "Maryland", "Massachusetts", "Michigan", "Minnesota",
+     "Mississippi", "Missouri", "Montana", "Nebraska", "Nevada", "New Hampshire", "New Jersey",
+     "New Mexico", "New York", "North Carolina", "North Dakota", "Ohio", "Oklahoma", "Oregon",
+     "Pennsylvania", "Rhode Island", "South Carolina", "South Dakota", "Tennessee", "Texas", "Utah",
+     "Vermont", "Virginia", "Washington", "West Virginia", "Wisconsin", "Wyoming"),
+    ("AL", "AK", "AZ", "AR", "CA", "CO", "CT", "DE", "DC", "FL", "GA", "HI", "ID", "IL", "IN", "IA",
+     "KS", "KY", "LA", "ME", "MD", "MA", "MI", "MN", "MS", "MO", "MT", "NE", "NV", "NH", "NJ", "NM",
+     "NY", "NC", "ND", "OH", "OK", "OR", "PA", "RI", "SC", "SD", "TN", "TX", "UT", "VT", "VA", "WA",
+     "WV", "WI", "WY"),
+    strict=True,
+))  # fmt: skip
+
 
 def draw_cartpole(ax: Any, state: dict, params: Any) -> None:
     x, theta = float(state["x"][0]), float(state["theta"][0])
@@ -127,6 +144,34 @@ def draw_catalysis(ax: Any, state: dict, params: Any) -> None:
     ax.legend(loc="upper right", fontsize="small")
 
 
+def draw_covid_economy(ax: Any, state: dict, params: Any) -> None:
+    """Each state's stringency level as a bar, coloured by its active infections per 100,000
+    people; the title gives the day, the planner's subsidy level and the deaths so far."""
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    from warpsci.envs.covid_economy_data import load_covid_data
+
+    data = load_covid_data(params.path_to_data_and_fitted_params)
+    n = data.num_states
+    per_100k = np.asarray(state["infected"][:n], dtype=np.float64) / data.population * 1e5
+    scale = Normalize(vmin=0.0, vmax=max(float(per_100k.max()), 1.0))
+    colours = colormaps["Reds"](scale(per_100k))
+    ax.bar(np.arange(n), np.asarray(state["level"][:n]), color=colours, edgecolor="0.4", linewidth=0.3)
+    ax.set_xticks(
+        np.arange(n),
+        [US_STATE_CODES.get(name, name[:2]) for name in data.state_names],
+        fontsize=5,
+        rotation=90,
+    )
+    ax.set_ylim(0, data.num_stringency_levels + 0.5)
+    ax.set_ylabel("stringency level")
+    deaths = float(np.sum(state["deaths"][:n]))
+    ax.set_title(f"day {int(state['t'])}, subsidy level {int(state['subsidy_level'])}, deaths {deaths:,.0f}")
+    ax.figure.colorbar(ScalarMappable(scale, "Reds"), ax=ax, label="infected per 100,000")
+
+
 def _rectangle(ax: Any, x: float, y: float, width: float, height: float, colour: str) -> Any:
     from matplotlib.patches import Rectangle
 
@@ -144,6 +189,7 @@ BUILTIN_DRAWINGS: dict[str, Callable[[Any, dict, Any], None]] = {
     "TagContinuous-v0": draw_tag_continuous,
     "CatalysisOneAtom-v0": draw_catalysis,
     "CatalysisTwoAtom-v0": draw_catalysis,
+    "CovidEconomy-v0": draw_covid_economy,
 }
 
 
