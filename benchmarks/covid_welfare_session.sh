@@ -3,11 +3,16 @@
 # examples/configs/covid_economy_welfare.yaml (405-day episodes, both health weights 1) stopped by
 # SIGTERM after TRAIN_SECONDS (it checkpoints and exits), then `warpsci eval` of the run, which plays
 # it greedily beside the real-world policies and plots both.
-#   OUT=dir GAMMA=0.995 TOTAL=45000000 TRAIN_SECONDS=280 [NAME=run] [BENCH=0] [EXTRA="--learning-rate 1e-4"] \
-#     bash benchmarks/covid_welfare_session.sh
+# GAMMA and TOTAL override the preset's gamma and total steps; EXTRA adds any other `warpsci train`
+# options (a whole-option override such as `--groups` must go there, not after the command).
+#   OUT=dir [GAMMA=0.995] [TOTAL=45000000] [TRAIN_SECONDS=280] [NAME=run] [BENCH=0] \
+#     [EXTRA="--seed 2"] bash benchmarks/covid_welfare_session.sh
 set -u
-OUT=${OUT:?give OUT}; GAMMA=${GAMMA:-0.98}; TOTAL=${TOTAL:-30000000}; TRAIN_SECONDS=${TRAIN_SECONDS:-280}
-NAME=${NAME:-welfare_g$GAMMA}
+OUT=${OUT:?give OUT}; TRAIN_SECONDS=${TRAIN_SECONDS:-280}
+NAME=${NAME:-welfare}
+OVERRIDES=()
+[ -n "${GAMMA:-}" ] && OVERRIDES+=(--gamma "$GAMMA")
+[ -n "${TOTAL:-}" ] && OVERRIDES+=(--total-steps "$TOTAL")
 date -u
 if [ "${BENCH:-1}" = 1 ]; then
 python - <<'PY' 2>&1 | grep '^{'
@@ -20,7 +25,7 @@ PY
 fi
 timeout -s TERM "$TRAIN_SECONDS" python -m warpsci train CovidEconomy-v0 \
   --config examples/configs/covid_economy_welfare.yaml --run-dir "$OUT/$NAME" --no-progress \
-  --eval-episodes 0 --gamma "$GAMMA" --total-steps "$TOTAL" ${EXTRA:-} > "$OUT/${NAME}_train.log" 2>&1
+  --eval-episodes 0 "${OVERRIDES[@]}" ${EXTRA:-} > "$OUT/${NAME}_train.log" 2>&1
 grep -E '"(global_step|train_wall|return_last100)' "$OUT/${NAME}_train.log"
 python -m warpsci eval "$OUT/$NAME" --episodes 16 2>&1 | grep -E 'welfare|deaths|mean_return'
 (cd "$OUT/$NAME" && tar czf "../$NAME.tgz" progress.csv config.yaml covid_episode.png covid_episode_trained.csv) && rm -rf "${OUT:?}/$NAME"
