@@ -61,6 +61,21 @@ def test_each_group_has_its_policy_and_its_overrides():
     assert metrics["charts/learning_rate/runner"] < metrics["charts/learning_rate/tagger"]
 
 
+def test_the_learning_rate_anneals_to_each_groups_final_value():
+    config = tiny(
+        "TagGridworld-v0",
+        learning_rate=1e-3,
+        learning_rate_final=2e-4,
+        groups={"runner": {"learning_rate_final": 0.0}},
+    )
+    learners = {learner.name: learner for learner in make_trainer(config).learners}
+    last = learners["tagger"].config.num_iterations
+    assert learners["tagger"].learning_rate_at(0) == pytest.approx(1e-3)
+    assert learners["tagger"].learning_rate_at(last // 2) == pytest.approx(1e-3 - 8e-4 * (last // 2) / last)
+    assert learners["tagger"].learning_rate_at(last) == pytest.approx(2e-4)
+    assert learners["runner"].learning_rate_at(last) == pytest.approx(0.0)
+
+
 def test_a_shared_policy_plays_every_group():
     trainer = make_trainer(tiny("TagGridworld-v0", shared_policy=True))
     (learner,) = trainer.learners

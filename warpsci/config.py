@@ -22,6 +22,7 @@ GROUP_KEYS = (
     "anneal_lr",
     "ent_coef",
     "ent_coef_final",
+    "learning_rate_final",
     "vf_coef",
     "clip_coef",
     "clip_vloss",
@@ -63,7 +64,7 @@ class TrainConfig:
     """``"adam"`` (eps 1e-5, as CleanRL) or ``"rmsprop"`` (alpha 0.99, eps 1e-5, as Stable-Baselines3's
     A2C)."""
     anneal_lr: bool = True
-    """Decay the learning rate linearly to zero over training."""
+    """Decay the learning rate linearly over training, to ``learning_rate_final``."""
     gamma: float = 0.99
     """Discount factor."""
     gae_lambda: float = 0.95
@@ -139,6 +140,9 @@ class TrainConfig:
     ent_coef_final: float | None = None
     """Anneal the entropy coefficient linearly from ``ent_coef`` to this over training; None keeps
     it constant."""
+    learning_rate_final: float = 0.0
+    """Where ``anneal_lr``'s linear decay ends, at the last iteration (default 0, CleanRL's
+    schedule)."""
     groups: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     """Per agent group (multi-agent environments), overrides of the hyperparameters in
     :data:`GROUP_KEYS`, e.g. ``{"runner": {"learning_rate": 1e-4, "ent_coef": 0.05}}``. Each group is

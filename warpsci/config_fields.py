@@ -52,6 +52,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "clip_coef": (_positive, "a positive number"),
     "ent_coef": (_non_negative, "a number >= 0"),
     "ent_coef_final": (_non_negative, "a number >= 0 (or null)"),
+    "learning_rate_final": (_non_negative, "a number >= 0"),
     "vf_coef": (_non_negative, "a number >= 0"),
     "max_grad_norm": (_positive, "a positive number"),
     "target_kl": (_positive, "a positive number (or null)"),

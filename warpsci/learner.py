@@ -111,10 +111,12 @@ class PolicyLearner:
         return self.config.ent_coef + (final - self.config.ent_coef) * progress
 
     def learning_rate_at(self, iteration: int) -> float:
-        """Learning rate for (0-based) ``iteration``: linear decay to zero when annealing."""
+        """Learning rate for (0-based) ``iteration``: linear decay to ``learning_rate_final``
+        when annealing."""
+        start, final = self.config.learning_rate, self.config.learning_rate_final
         if not self.config.anneal_lr:
-            return self.config.learning_rate
-        return self.config.learning_rate * (1.0 - iteration / self.config.num_iterations)
+            return start
+        return final + (start - final) * (1.0 - iteration / self.config.num_iterations)
 
     def new_recent_episodes(self, size: int = 100) -> dict[str, RecentEpisodes]:
         """A ring buffer of recent returns per group."""
