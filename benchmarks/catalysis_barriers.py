@@ -1,73 +1,180 @@
-"""The barrier a trained policy finds on every one-atom catalysis scenario (issue 13): PPO (the
-package preset's settings, 2,048 environments x 64 steps, 20M steps) on a GPU, then the greedy
-policy's reaction pathway (``warpsci.reaction_path``): whether it reaches the final state, in how
-many steps, its barrier (eV), and the training steps and seconds it took.
+"""The barrier a trained policy finds on every one-atom catalysis scenario (issue 13).
 
-Run on a machine with a CUDA GPU:  python benchmarks/catalysis_barriers.py OUT_DIR [SCENARIO ...]
+Each scenario trains with HDRL-FP's published settings (the package's A2C preset: [50, 50], lr 1e-3,
+gamma 0.99, entropy 0.1, value weight 0.1, gradient norm 3, advantages not normalised) and the
+published batch of 50,000 steps an update, here as 1,000 environments x 50 steps (the double-grid
+scenarios: entropy 0.2 and 250,000-step batches, 5,000 x 50, as their YAML files say), for at most
+TOTAL steps or SECONDS of training, one process per scenario, all at once on one GPU. Then the
+greedy policy's reaction pathway (``warpsci.reaction_path``): whether it reaches the final state, in
+how many steps, its barrier (eV). "Found": the first training step (and second, checks left out)
+at which the greedy policy, played after every million steps, reached the final state.
+
+Run on a machine with a CUDA GPU:
+    python benchmarks/catalysis_barriers.py OUT_DIR [--total N] [--seconds S] [--device cpu] [SCENARIO ...]
 Prints a table; writes OUT_DIR/catalysis_barriers.json and, per scenario, the pathway CSV and
-pictures under OUT_DIR/<scenario>/.
+pictures and the training's progress.csv under OUT_DIR/<scenario>/.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import signal
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-
-import torch
-
-from warpsci.algorithms import make_trainer
-from warpsci.config import TrainConfig
-from warpsci.envs.catalysis import landscape, scenario_names
-from warpsci.reaction_path import greedy_path, write_reaction_path
 
 ENV_ID = "CatalysisOneAtom-v0"
 
 
-def train_and_trace(scenario: str, out: Path, total_steps: int = 20_000_000) -> dict:
-    env_params = {"scenario": scenario}
-    config = TrainConfig(
-        env_id=ENV_ID, device="cuda", seed=1, num_envs=2048, num_steps=64, total_timesteps=total_steps,
-        hidden_sizes=(50, 50), learning_rate=1e-3, ent_coef=0.01, env_params=env_params, checkpoint_every=0,
-    )  # fmt: skip
-    trainer = make_trainer(config)
-    start = time.perf_counter()
-    result = trainer.train()
-    seconds = time.perf_counter() - start
-    rows = greedy_path(trainer.single.policy, ENV_ID, env_params, device="cuda")
-    summary = write_reaction_path(rows, landscape(trainer.env.params), out / scenario)
+def recipe(scenario: str, total_steps: int, device: str = "cuda") -> dict:
+    """The TrainConfig fields of the published settings for ``scenario``."""
+    from warpsci.cli import preset
+
+    double = scenario.endswith("double_grids")
+    return {
+        **preset(ENV_ID, "a2c"),
+        "device": device,
+        "seed": 1,
+        "num_envs": 5000 if double else 1000,
+        "num_steps": 50,
+        "ent_coef": 0.2 if double else 0.1,
+        "total_timesteps": total_steps,
+        "env_params": {"scenario": scenario},
+        "checkpoint_every": 0,
+        "checkpoint_every_s": 0,
+    }
+
+
+class FirstArrival:
+    """Plays the greedy policy every ``every`` iterations (``on_iteration``) and remembers the first
+    training step and second (the checks' own time left out) at which it reached the final state."""
+
+    def __init__(self, trainer, config, every: int) -> None:
+        from warpsci.envs.catalysis import landscape
+
+        self.trainer, self.config, self.every = trainer, config, every
+        self.final_state = landscape(trainer.env.params).final_state
+        self.steps: int | None = None
+        self.seconds: float | None = None
+        self.checking = 0.0
+        self.start = time.perf_counter()
+
+    def __call__(self, metrics: dict) -> None:
+        from warpsci.reaction_path import greedy_path
+
+        if self.steps is not None or int(metrics["iteration"]) % self.every:
+            return
+        began = time.perf_counter()
+        policy = self.trainer.single.policy
+        rows = greedy_path(policy, ENV_ID, self.config.env_params, device=self.config.device)
+        if tuple(rows[-1]["position"]) == self.final_state:
+            self.steps, self.seconds = int(metrics["global_step"]), began - self.start - self.checking
+        self.checking += time.perf_counter() - began
+
+
+def train_and_trace(scenario: str, out: Path, total_steps: int, seconds: float, device: str) -> dict:
+    from warpsci.algorithms import make_trainer
+    from warpsci.config import TrainConfig
+    from warpsci.envs.catalysis import landscape
+    from warpsci.reaction_path import greedy_path, write_reaction_path
+
+    config = TrainConfig.from_dict(recipe(scenario, total_steps, device))
+    folder = out / scenario
+    trainer = make_trainer(config, run_dir=folder / "run")
+    arrival = FirstArrival(trainer, config, every=max(1, 1_000_000 // (config.num_envs * config.num_steps)))
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGTERM))  # stops after an iteration
+    timer.start()
+    result = trainer.train(on_iteration=arrival)
+    timer.cancel()
+    training_seconds = time.perf_counter() - arrival.start - arrival.checking
+    land = landscape(trainer.env.params)
+    rows = greedy_path(trainer.single.policy, ENV_ID, config.env_params, device=device)
+    summary = write_reaction_path(rows, land, folder)
     return {
         "scenario": scenario,
+        "num_envs": config.num_envs,
+        "ent_coef": config.ent_coef,
         "training_steps": result.global_step,
-        "training_seconds": seconds,
+        "training_seconds": training_seconds,
+        "stopped_by": result.stopped_by,
+        "return_last100": result.history[-1].get("charts/return_last100"),
+        "found_at_steps": arrival.steps,
+        "found_at_seconds": arrival.seconds,
         "reached_final_state": summary["reached_final_state"],
         "path_steps": summary["path_steps"],
         "barrier_eV": summary["barrier_eV"],
     }
 
 
-def main(out_dir: str, scenarios: list[str]) -> None:
-    out = Path(out_dir)
+def run_one(scenario: str, out: Path, total_steps: int, seconds: float, device: str) -> None:
+    try:
+        row = train_and_trace(scenario, out, total_steps, seconds, device)
+    except Exception as error:  # noqa: BLE001 - reported in the table
+        row = {"scenario": scenario, "error": f"{type(error).__name__}: {error}"}
+    (out / scenario).mkdir(parents=True, exist_ok=True)
+    (out / scenario / "barrier.json").write_text(json.dumps(row, indent=2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out")
+    parser.add_argument("scenarios", nargs="*")
+    parser.add_argument("--total", type=int, default=200_000_000, help="training steps at most")
+    parser.add_argument("--seconds", type=float, default=150.0, help="training seconds at most")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--one", action="store_true", help="(internal) run one scenario in this process")
+    args = parser.parse_intermixed_args()
+    out = Path(args.out)
+    if args.one:
+        run_one(args.scenarios[0], out, args.total, args.seconds, args.device)
+        return
+    import torch
+
+    from warpsci.envs.catalysis import scenario_names
+
+    scenarios = args.scenarios or list(scenario_names(1))
+    command = [
+        sys.executable,
+        __file__,
+        str(out),
+        "--total",
+        str(args.total),
+        "--seconds",
+        str(args.seconds),
+        "--device",
+        args.device,
+    ]
+    processes = [subprocess.Popen([*command, "--one", name]) for name in scenarios]
+    for process in processes:
+        process.wait()
     rows = []
-    for scenario in scenarios or scenario_names(1):
-        try:
-            rows.append(train_and_trace(scenario, out))
-        except Exception as error:  # noqa: BLE001 - reported in the table
-            rows.append({"scenario": scenario, "error": f"{type(error).__name__}: {error}"})
-        print(json.dumps(rows[-1]), flush=True)
-        report = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "rows": rows}
-        (out / "catalysis_barriers.json").write_text(json.dumps(report, indent=2))
-    print(f"{'scenario':<22} {'reached':>7} {'path':>5} {'barrier eV':>10} {'train steps':>12} {'s':>6}")
+    for name in scenarios:
+        path = out / name / "barrier.json"
+        rows.append(
+            json.loads(path.read_text()) if path.exists() else {"scenario": name, "error": "no result"}
+        )
+
+    device = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    report = {"device": device, "date": time.strftime("%Y-%m-%d"), "rows": rows}
+    (out / "catalysis_barriers.json").write_text(json.dumps(report, indent=2))
+    print(f"{'scenario':<22} {'reached':>7} {'path':>5} {'barrier eV':>10} {'found at':>12} {'s':>6} "
+          f"{'trained':>12} {'s':>6}")  # fmt: skip
     for row in rows:
         if "error" in row:
-            print(f"{row['scenario']:<22} {row['error'][:80]}")
+            print(f"{row['scenario']:<22} {row['error'][:100]}")
             continue
+        found = f"{row['found_at_steps']:,}" if row["found_at_steps"] is not None else "-"
+        found_s = f"{row['found_at_seconds']:.1f}" if row["found_at_seconds"] is not None else "-"
         print(
             f"{row['scenario']:<22} {row['reached_final_state']!s:>7} {row['path_steps']:>5} "
-            f"{row['barrier_eV']:>10.3f} {row['training_steps']:>12,} {row['training_seconds']:>6.1f}"
+            f"{row['barrier_eV']:>10.3f} {found:>12} {found_s:>6} {row['training_steps']:>12,} "
+            f"{row['training_seconds']:>6.1f}"
         )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    main()
