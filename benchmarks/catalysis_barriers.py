@@ -7,7 +7,7 @@ scenarios: entropy 0.2 and 250,000-step batches, 5,000 x 50, as their YAML files
 TOTAL steps or SECONDS of training, one process per scenario, all at once on one GPU. Then the
 greedy policy's reaction pathway (``warpsci.reaction_path``): whether it reaches the final state, in
 how many steps, its barrier (eV). "Found": the first training step (and second, checks left out)
-at which the greedy policy, played after every million steps, reached the final state.
+at which the greedy policy, played every `--check-every` steps (default a million), reached the final state.
 
 Run on a machine with a CUDA GPU:
     python benchmarks/catalysis_barriers.py OUT_DIR [--total N] [--seconds S] [--device cpu] [SCENARIO ...]
@@ -76,7 +76,9 @@ class FirstArrival:
         self.checking += time.perf_counter() - began
 
 
-def train_and_trace(scenario: str, out: Path, total_steps: int, seconds: float, device: str) -> dict:
+def train_and_trace(
+    scenario: str, out: Path, total_steps: int, seconds: float, device: str, check_every: int
+) -> dict:
     from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig
     from warpsci.envs.catalysis import landscape
@@ -85,7 +87,7 @@ def train_and_trace(scenario: str, out: Path, total_steps: int, seconds: float, 
     config = TrainConfig.from_dict(recipe(scenario, total_steps, device))
     folder = out / scenario
     trainer = make_trainer(config, run_dir=folder / "run")
-    arrival = FirstArrival(trainer, config, every=max(1, 1_000_000 // (config.num_envs * config.num_steps)))
+    arrival = FirstArrival(trainer, config, every=max(1, check_every // (config.num_envs * config.num_steps)))
     timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGTERM))  # stops after an iteration
     timer.start()
     result = trainer.train(on_iteration=arrival)
@@ -110,9 +112,11 @@ def train_and_trace(scenario: str, out: Path, total_steps: int, seconds: float, 
     }
 
 
-def run_one(scenario: str, out: Path, total_steps: int, seconds: float, device: str) -> None:
+def run_one(
+    scenario: str, out: Path, total_steps: int, seconds: float, device: str, check_every: int
+) -> None:
     try:
-        row = train_and_trace(scenario, out, total_steps, seconds, device)
+        row = train_and_trace(scenario, out, total_steps, seconds, device, check_every)
     except Exception as error:  # noqa: BLE001 - reported in the table
         row = {"scenario": scenario, "error": f"{type(error).__name__}: {error}"}
     (out / scenario).mkdir(parents=True, exist_ok=True)
@@ -126,11 +130,14 @@ def main() -> None:
     parser.add_argument("--total", type=int, default=200_000_000, help="training steps at most")
     parser.add_argument("--seconds", type=float, default=150.0, help="training seconds at most")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument(
+        "--check-every", type=int, default=1_000_000, help="training steps between greedy checks"
+    )
     parser.add_argument("--one", action="store_true", help="(internal) run one scenario in this process")
     args = parser.parse_intermixed_args()
     out = Path(args.out)
     if args.one:
-        run_one(args.scenarios[0], out, args.total, args.seconds, args.device)
+        run_one(args.scenarios[0], out, args.total, args.seconds, args.device, args.check_every)
         return
     import torch
 
@@ -147,6 +154,8 @@ def main() -> None:
         str(args.seconds),
         "--device",
         args.device,
+        "--check-every",
+        str(args.check_every),
     ]
     processes = [subprocess.Popen([*command, "--one", name]) for name in scenarios]
     for process in processes:
