@@ -40,7 +40,11 @@ RUN_TWICE_SCRIPT = textwrap.dedent(
 
 
 def _run(cache_dir: Path, **extra_env: str) -> dict:
-    result = run_script(RUN_TWICE_SCRIPT, timeout=300, NUMBA_CACHE_DIR=str(cache_dir), **extra_env)
+    # WARPSCI_CACHE_DIR, where set, takes precedence over NUMBA_CACHE_DIR: both point at the folder.
+    folder = str(cache_dir)
+    result = run_script(
+        RUN_TWICE_SCRIPT, timeout=300, NUMBA_CACHE_DIR=folder, WARPSCI_CACHE_DIR=folder, **extra_env
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
