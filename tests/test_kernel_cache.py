@@ -30,7 +30,8 @@ RUN_TWICE_SCRIPT = textwrap.dedent(
     stats = env.random_rollout(50)
     env.random_rollout(3)
     hits = misses = 0
-    for kernel in _compile(CARTPOLE, False):  # Cartpole allocates nothing: no reference counting
+    # One agent; Cartpole allocates nothing: no reference counting.
+    for kernel in _compile(CARTPOLE, True, False):
         hits += sum(kernel.stats.cache_hits.values())
         misses += sum(kernel.stats.cache_misses.values())
     print(json.dumps({"hits": hits, "misses": misses, "obs": env.buffers.obs.flatten().tolist(),

@@ -240,7 +240,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         if self.device.type == "cpu":
             from warpsci.backends.cpu import CpuKernels
 
-            self._kernels = CpuKernels(self.definition)
+            self._kernels = CpuKernels(self.definition, self.num_agents)
         else:
             from warpsci.backends.cuda import CudaKernels
 

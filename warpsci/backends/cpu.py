@@ -29,12 +29,14 @@ from warpsci.kernel_cache import cached_njit
 
 
 class CpuKernels:
-    """Reset and step of every environment at once, on numpy arrays (views of CPU tensors)."""
+    """Reset and step of every environment at once, on numpy arrays (views of CPU tensors), for
+    environments of ``num_agents`` agents."""
 
-    def __init__(self, definition: EnvironmentDefinition) -> None:
+    def __init__(self, definition: EnvironmentDefinition, num_agents: int) -> None:
         self._definition = definition
+        self._one_agent = num_agents == 1
         self._counted = False
-        self._reset_all, self._step_all, self._random_steps_all = _compile(definition, False)
+        self._reset_all, self._step_all, self._random_steps_all = _compile(definition, self._one_agent, False)
         self._keys = np.empty((0, 0, 2), np.uint64)
         self._keys_seed: int | None = None
 
@@ -48,7 +50,8 @@ class CpuKernels:
             if self._counted:
                 raise
             self._counted = True
-            self._reset_all, self._step_all, self._random_steps_all = _compile(self._definition, True)
+            kernels = _compile(self._definition, self._one_agent, True)
+            self._reset_all, self._step_all, self._random_steps_all = kernels
             getattr(self, name)(*arguments)
 
     def _agent_keys(self, buffers: Any, seed: int) -> np.ndarray:
@@ -161,12 +164,14 @@ def _inlined(definition: EnvironmentDefinition) -> EnvironmentDefinition:
     )
 
 
-def _stage_pass(stage: Stage) -> Callable:
+def _stage_pass(stage: Stage, one_agent: bool) -> Callable:
     """``stage`` over the environments ``start`` to ``stop`` (``uint32``) of a chunk, agent after
     agent for agent stages: ``run_pass(state, params, buffers, run, start, stop, num_agents, keys)``
-    with ``keys`` the key bases of :meth:`CpuKernels._agent_keys`."""
+    with ``keys`` the key bases of :meth:`CpuKernels._agent_keys`. With ``one_agent`` (every
+    environment has one agent) agent stages are compiled for agent 0 alone, without an agent loop,
+    which LLVM would otherwise keep around every fused bookkeeping stage."""
     function = stage.function
-    if stage.per_agent:
+    if stage.per_agent and not one_agent:
 
         def agents_pass(state, params, buffers, run, start, stop, num_agents, keys):
             for agent in range(np.uint32(0), num_agents):
@@ -176,21 +181,48 @@ def _stage_pass(stage: Stage) -> Callable:
 
         return _INLINE(agents_pass)
 
-    def environment_pass(state, params, buffers, run, start, stop, num_agents, keys):
+    def first_agent_pass(state, params, buffers, run, start, stop, num_agents, keys):
         agent = np.uint32(0)
         for env in range(start, stop):
             agent_key_bases = (keys[env, agent, 0], keys[env, agent, 1])
             function(state, params, buffers, run, env, agent, agent_key_bases)
 
-    return _INLINE(environment_pass)
+    return _INLINE(first_agent_pass)
 
 
-def _passes(stages: tuple[Stage, ...]) -> Callable:
-    """The passes of ``stages`` one after the other, composed into one function."""
+def _passes(stages: tuple[Stage, ...], one_agent: bool) -> Callable:
+    """``stages`` composed into one function of a chunk: a pass over the chunk per stage, except
+    that each run of consecutive bookkeeping stages is one pass, every stage of the run for one
+    environment before the next environment (their branches do not vectorise; together they
+    cost less, 15% of Cartpole's random step)."""
     composed = _no_pass
-    for stage in stages:
-        composed = _then(composed, _stage_pass(stage))
+    for run in _bookkeeping_runs(stages):
+        in_turn = _no_pass
+        for stage in run:
+            in_turn = _then(in_turn, _stage_pass(stage, one_agent))
+        composed = _then(composed, in_turn if len(run) == 1 else _one_environment_at_a_time(in_turn))
     return composed
+
+
+def _bookkeeping_runs(stages: tuple[Stage, ...]) -> list[tuple[Stage, ...]]:
+    """``stages`` in order, as runs of consecutive bookkeeping stages and single other stages."""
+    runs: list[tuple[Stage, ...]] = []
+    for stage in stages:
+        if runs and stage.bookkeeping and runs[-1][-1].bookkeeping:
+            runs[-1] = (*runs[-1], stage)
+        else:
+            runs.append((stage,))
+    return runs
+
+
+def _one_environment_at_a_time(passes: Callable) -> Callable:
+    """``passes`` over a chunk, run environment after environment (all of them over one)."""
+
+    def one_at_a_time(state, params, buffers, run, start, stop, num_agents, keys):
+        for env in range(start, stop):
+            passes(state, params, buffers, run, env, env + np.uint32(1), num_agents, keys)
+
+    return _INLINE(one_at_a_time)
 
 
 @_INLINE
@@ -207,13 +239,13 @@ def _then(previous: Callable, stage_pass: Callable) -> Callable:
 
 
 @functools.cache
-def _compile(definition: EnvironmentDefinition, reference_counting: bool):
+def _compile(definition: EnvironmentDefinition, one_agent: bool, reference_counting: bool):
     chunk_jit = njit(error_model="numpy") if reference_counting else _NO_NRT
     stages = make_kernel_stages(_inlined(definition), _INLINE)
-    reset_passes = _passes(stages.reset)
-    step_passes = _passes(stages.step)
-    random_step_passes = _passes(stages.random_step)
-    observe_passes = _passes(stages.observe)
+    reset_passes = _passes(stages.reset, one_agent)
+    step_passes = _passes(stages.step, one_agent)
+    random_step_passes = _passes(stages.random_step, one_agent)
+    observe_passes = _passes(stages.observe, one_agent)
 
     @chunk_jit
     def reset_range(state, params, buffers, run, start, stop, num_agents, keys):

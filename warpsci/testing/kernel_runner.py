@@ -54,7 +54,7 @@ class HostKernelRunner:
         if backend == "cpu":
             from warpsci.backends.cpu import CpuKernels
 
-            self._kernels = CpuKernels(definition)
+            self._kernels = CpuKernels(definition, template.num_agents)
         elif backend == "cuda":
             from warpsci.backends.cuda import CudaKernels
 
