@@ -219,6 +219,8 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             field.name: place(f"state.{field.name}") for field in self.definition.state_fields
         }
         self.buffers = EnvBuffers(**{name: place(f"buffers.{name}") for name in EnvBuffers._fields})
+        # The buffers as step() hands them out (views made once: a view costs microseconds a call).
+        self._buffer_outputs = EnvBuffers(*(self._agents_out(tensor) for tensor in self.buffers))
 
     def _place_params(self) -> None:
         """The kernel params: numbers as they are, arrays placed on the device once (the tensors are
@@ -294,22 +296,19 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             raise RuntimeError("call reset() before step()")
         self._write_actions(actions)
         self.step_in_place()
-        buffers = self.buffers
-        done = buffers.terminated | buffers.truncated
+        views = self._buffer_outputs
+        done = views.terminated | views.truncated
         info = {
-            "final_obs": self._output(buffers.final_obs),
+            "final_obs": self._copied(views.final_obs),
             "_final_obs": done,
-            "episode": {
-                "r": self._agents_out(buffers.final_return).clone(),
-                "l": buffers.final_length.clone(),
-            },
+            "episode": {"r": views.final_return.clone(), "l": views.final_length.clone()},
             "_episode": done,
         }
         return (
-            self._output(buffers.obs),
-            self._output(buffers.rewards),
-            self._output(buffers.terminated),
-            self._output(buffers.truncated),
+            self._copied(views.obs),
+            self._copied(views.rewards),
+            self._copied(views.terminated),
+            self._copied(views.truncated),
             info,
         )
 
@@ -405,7 +404,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
     @property
     def actions_buffer(self) -> torch.Tensor:
         """The action tensor the next ``step_in_place`` reads, shaped like ``action_space``."""
-        return self._agents_out(self.buffers.actions)
+        return self._buffer_outputs.actions
 
     def state(self) -> dict[str, torch.Tensor]:
         """The environment state tensors by field name (the live buffers, not copies)."""
@@ -416,8 +415,10 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         return tensor.squeeze(1) if self.num_agents == 1 and tensor.dim() >= 2 else tensor
 
     def _output(self, tensor: torch.Tensor) -> torch.Tensor:
-        out = self._agents_out(tensor)
-        return out.clone() if self.copy else out
+        return self._copied(self._agents_out(tensor))
+
+    def _copied(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.clone() if self.copy else tensor
 
     def _write_actions(self, actions: torch.Tensor | np.ndarray) -> None:
         target = self.actions_buffer
@@ -465,9 +466,11 @@ def check_action_range(actions: torch.Tensor, space: gymnasium.Space) -> None:
     """Raise ValueError naming the first action outside ``space`` (NaN for Box spaces)."""
     if isinstance(space, gymnasium.spaces.Discrete):
         low, high = int(space.start), int(space.start + space.n - 1)
-        bad = (actions < low) | (actions > high)
-        if bool(bad.any()):
-            value = actions[bad].flatten()[0].item()
+        if actions.numel() == 0:
+            return
+        smallest, largest = torch.aminmax(actions)  # one pass: the check runs at every step
+        if int(smallest) < low or int(largest) > high:
+            value = actions[(actions < low) | (actions > high)].flatten()[0].item()
             raise ValueError(f"action {value} is outside the action space {space} (accepted: {low}..{high})")
     elif isinstance(space, gymnasium.spaces.MultiDiscrete):
         nvec = torch.as_tensor(space.nvec, device=actions.device)
