@@ -643,15 +643,16 @@ class OnPolicyTrainer:
 
     def health_flags(self) -> torch.Tensor:
         """1.0 where the tensor of :meth:`health_names` is all finite, else 0.0: one read of each
-        tensor the iteration already holds. A float64 sum of float32 values is finite exactly when
-        every value is (it cannot overflow; NaN and infinity propagate), and needs no mask tensor."""
+        tensor the iteration already holds. A tensor's least and greatest values are finite exactly
+        when every value is (NaN propagates through both), and finding them allocates nothing the
+        size of the tensor (a float64 sum did: 22 GB for 46M rollout rows of 64 observations)."""
         tensors = []
         for learner in self.learners:
             weights = torch.cat([parameter.detach().reshape(-1) for parameter in learner.policy.parameters()])
             tensors += [learner.buffer.obs, learner.buffer.rewards, weights]
         tensors += [self.env.state_tensors[field] for field in self.env.definition.finite_state_fields]
-        sums = torch.stack([tensor.sum(dtype=torch.float64) for tensor in tensors])
-        return sums.isfinite().float()
+        finite = [torch.stack(torch.aminmax(tensor)).isfinite().all() for tensor in tensors]
+        return torch.stack(finite).float()
 
     def raise_if_non_finite(
         self, health_names: list[str], health: list[float], losses: dict[str, float]
