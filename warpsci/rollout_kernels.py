@@ -112,7 +112,8 @@ def sample_gaussian(row, arguments):
 
 @njit
 def record_step(row, arguments):
-    """Copy what the step kernel left in the env's buffers (``env_*``) into rollout slot ``step``."""
+    """Copy what the step kernel left in the env's buffers (``env_*``) into rollout slot ``step``
+    (the final observation only where the row was truncated: elsewhere it is never read)."""
     (
         step,
         agents,
@@ -138,11 +139,15 @@ def record_step(row, arguments):
     rewards[step, row] = env_rewards[env, agent]
     dones[step, row] = 1.0 if ended or agent_ended else 0.0
     episode_ends[step, row] = 1.0 if ended else 0.0
-    truncated[step, row] = 1.0 if env_truncated[env] and not agent_ended else 0.0
+    bootstrapped = env_truncated[env] and not agent_ended
+    truncated[step, row] = 1.0 if bootstrapped else 0.0
     episode_returns[step, row] = env_final_return[env, agent]
     episode_lengths[step, row] = env_final_length[env]
-    for feature in range(final_obs.shape[2]):
-        final_obs[step, row, feature] = env_final_obs[env, agent, feature]
+    # Only a truncated row's final observation is ever read (to bootstrap it). Copying every row's,
+    # every step, took 360 us a step for Tag continuous's 220,000 rows of 70 entries on an H100.
+    if bootstrapped:
+        for feature in range(final_obs.shape[2]):
+            final_obs[step, row, feature] = env_final_obs[env, agent, feature]
 
 
 @njit
