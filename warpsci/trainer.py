@@ -2,9 +2,10 @@
 
 One iteration: a rollout of ``num_steps`` steps of ``num_envs`` environments (per step: the actor's
 forward pass, then one kernel each to sample the actions, step the environments and record the
-step; see :mod:`warpsci.rollout_kernels`), values for the whole rollout in one critic pass, GAE in
-one kernel, then the algorithm's update (:mod:`warpsci.ppo`, :mod:`warpsci.a2c`). The only host
-transfers are the metrics read once per iteration.
+step; see :mod:`warpsci.rollout_kernels`), values for the whole rollout in one critic pass (in
+slices where it would not fit in memory), GAE in one kernel, then the algorithm's update
+(:mod:`warpsci.ppo`, :mod:`warpsci.a2c`). The only host transfers are the metrics read once per
+iteration.
 """
 
 from __future__ import annotations
@@ -320,7 +321,11 @@ class OnPolicyTrainer:
                 if mask is not None:
                     learner.buffer.action_masks[step].copy_(mask)
                 with torch.no_grad():
-                    actor_output = learner.policy.actor_output(obs, mask)
+                    if learner.policy.shared_trunk:
+                        actor_output, values = learner.policy.act_and_value(obs, mask)
+                        learner.buffer.values[step].copy_(values)
+                    else:
+                        actor_output = learner.policy.actor_output(obs, mask)
                 learner.kernels.sample(actor_output, step)  # into the buffer and the env
             env.step_in_place()
             for learner in self.learners:
@@ -353,17 +358,18 @@ class OnPolicyTrainer:
     def compute_advantages(
         self, next_obs: torch.Tensor | None = None, learner: PolicyLearner | None = None
     ) -> None:
-        """Values in one critic pass, reward scaling, truncation bootstrapping, GAE and returns for
-        ``learner`` (default the one policy), from ``next_obs`` (default the environment's current
-        observations)."""
+        """Values in one critic pass (a shared trunk's were recorded in the rollout), reward
+        scaling, truncation bootstrapping, GAE and returns for ``learner`` (default the one
+        policy), from ``next_obs`` (default the environment's current observations)."""
         learner = learner or self.single
         config, buffer, policy = learner.config, learner.buffer, learner.policy
         if next_obs is None:
             next_obs = learner.observations(self.env.buffers.obs)
         with torch.no_grad():
-            buffer.values.copy_(policy.value(buffer.obs))
+            if not policy.shared_trunk:
+                buffer.values.copy_(policy.rollout_values(buffer.obs))
             next_value = policy.value(next_obs)
-            final_values = truncated_values(policy, buffer)
+            final_values = truncated_values(policy, buffer, self.env.max_episode_steps)
             rewards = buffer.rewards
             if learner.reward_scaler is not None:
                 rewards = learner.reward_scaler.scale(rewards, buffer.dones, self.processes)
@@ -675,19 +681,28 @@ class OnPolicyTrainer:
         )
 
 
-def truncated_values(policy: nn.Module, buffer: Any) -> torch.Tensor:
+def truncated_values(policy: nn.Module, buffer: Any, max_episode_steps: int | None = None) -> torch.Tensor:
     """The critic's values of the last observations of truncated episodes (``buffer.final_obs``
-    where ``buffer.truncated``; any value elsewhere, since it is multiplied by ``truncated``). On
-    CUDA one pass over every row: no host synchronisation, so the rollout stays capturable. On the
-    CPU only the truncated rows, usually few or none (a whole pass cost 27 ms of a 1,024 x 64
-    Cartpole iteration's 600 ms on 2 cores)."""
-    if buffer.final_obs.is_cuda:
-        return policy.value(buffer.final_obs)
-    values = torch.zeros_like(buffer.truncated)
-    where = buffer.truncated.nonzero(as_tuple=True)
-    if where[0].numel():
-        values[where] = policy.value(buffer.final_obs[where])
-    return values
+    where ``buffer.truncated``; zero elsewhere, where they are multiplied by ``truncated`` anyway).
+
+    Only the truncated rows go through the critic, found without a host synchronisation (so the
+    rollout stays capturable as a CUDA graph): a time limit of ``max_episode_steps`` truncates a
+    row at most ``ceil(num_steps / max_episode_steps)`` times a rollout, so that many slots per row
+    are gathered with ``torch.nonzero_static``; unused slots read row 0 and add nothing. Without a
+    limit, or where the slots would be every row, one pass over every row. (Every row cost 27 ms of
+    a 1,024 x 64 Cartpole iteration's 600 ms on 2 cores.)"""
+    num_steps, num_rows = buffer.truncated.shape
+    per_row = -(-num_steps // max_episode_steps) if max_episode_steps else num_steps
+    slots = min(num_steps, per_row) * num_rows
+    if slots >= num_steps * num_rows:
+        return torch.where(buffer.truncated > 0, policy.rollout_values(buffer.final_obs), 0.0)
+    truncated = buffer.truncated.reshape(-1)
+    where = torch.nonzero_static(truncated, size=slots, fill_value=0).squeeze(1)
+    final_obs = buffer.final_obs.reshape(truncated.numel(), -1).index_select(0, where)
+    used = torch.arange(slots, device=where.device) < truncated.sum()
+    values = torch.zeros_like(truncated)
+    values.index_add_(0, where, torch.where(used, policy.value(final_obs), 0.0))
+    return values.reshape(num_steps, num_rows)
 
 
 def agreed_env_params(config: TrainConfig, processes: distributed.Processes) -> dict[str, Any]:
@@ -810,11 +825,4 @@ def evaluate_policy(
 
 def build_policy(config: TrainConfig, env: WarpVectorEnv) -> ActorCritic:
     """The network a run with ``config`` trains (and an evaluation of its checkpoint loads)."""
-    return ActorCritic.for_spaces(
-        env.single_observation_space,
-        env.single_action_space,
-        config.hidden_sizes,
-        log_std_init=config.log_std_init,
-        normalize_obs=config.normalize_obs,
-        fused=config.fused_mlp,
-    )
+    return ActorCritic.for_config(config, env.single_observation_space, env.single_action_space)
