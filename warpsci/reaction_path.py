@@ -4,12 +4,14 @@ The greedy policy is played once from the initial state; every position it visit
 (eV; empty outside the slab) and the step's reward, is written as ``reaction_path.csv``. The
 reaction profile (energy along the path, with the barrier: the highest energy on the path minus the
 initial energy) is drawn as ``reaction_profile.png`` and, for one atom, the path over a heat map of
-the energy surface as ``reaction_path_on_surface.png``.
+the energy surface as ``reaction_path_on_surface.png``. For one atom, :func:`lowest_barrier` gives
+the lowest barrier any path can have, the yardstick for the one a policy found.
 """
 
 from __future__ import annotations
 
 import csv
+import heapq
 import math
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,38 @@ def barrier(rows: list[dict]) -> float:
     return max(energies) - rows[0]["energy_eV"]
 
 
+def lowest_barrier(land: Landscape) -> tuple[float, list[tuple[int, int, int]]]:
+    """The lowest barrier (eV) of any one-atom path from the initial to the final state that stays
+    inside the slab, and one such path: the path whose highest energy is least (a minimax path,
+    found by Dijkstra's search with "highest energy so far" as the distance), minus the initial
+    energy. Moves are the environment's six, x and y periodic. Raises ValueError for two atoms."""
+    if len(land.initial_state) != 3:
+        raise ValueError("lowest_barrier is defined for one atom")
+    start, goal = tuple(land.initial_state), tuple(land.final_state)
+    highest = {start: energy_at(land, list(start))}
+    came_from: dict[tuple, tuple] = {}
+    queue = [(highest[start], start)]
+    while queue:
+        level, here = heapq.heappop(queue)
+        if here == goal:
+            break
+        if level > highest[here]:
+            continue
+        x, y, z = here
+        for dx, dy, dz in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1)):
+            there = ((x + dx) % land.nx, (y + dy) % land.ny, z + dz)
+            if not land.z_slab_lower <= there[2] < land.z_slab_upper:
+                continue
+            through = max(level, energy_at(land, list(there)))
+            if through < highest.get(there, math.inf):
+                highest[there], came_from[there] = through, here
+                heapq.heappush(queue, (through, there))
+    path = [goal]
+    while path[-1] != start:
+        path.append(came_from[path[-1]])
+    return highest[goal] - highest[start], path[::-1]
+
+
 def write_reaction_path(rows: list[dict], land: Landscape, folder: Path) -> dict[str, Any]:
     """Write the CSV and the pictures into ``folder``; returns a summary (files, steps, whether the
     final state was reached, the barrier in eV)."""
@@ -84,6 +118,8 @@ def write_reaction_path(rows: list[dict], land: Landscape, folder: Path) -> dict
         "reached_final_state": tuple(rows[-1]["position"]) == land.final_state,
         "barrier_eV": barrier(rows),
     }
+    if atoms == 1:
+        summary["lowest_barrier_eV"] = lowest_barrier(land)[0]
     try:
         import matplotlib
 
