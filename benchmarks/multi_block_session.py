@@ -13,17 +13,16 @@ or of the iterations after two warm-ups (end to end).
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-import warpsci
 from warpsci.bench import bench_env
 
 sys.path.insert(0, str(Path(__file__).parent))
+from block_size_session import rollout_rate  # noqa: E402
 from multi_agent_session import end_to_end  # noqa: E402
 
 NUM_ENVS, NUM_TAGGERS = 100, 4999
@@ -52,30 +51,12 @@ def main(out_dir: str) -> None:
         env_steps_per_s=graphed.steps_per_second,
         agent_steps_per_s=graphed.steps_per_second * agents,
     )
-    env = warpsci.make(
-        "TagGridworld-v0",
-        num_envs=NUM_ENVS,
-        device="cuda",
-        seed=0,
-        params=PARAMS,
-        copy=False,
-        check_actions=False,
-    )
-    env.reset(seed=0)
-    env.random_rollout(20)
-    times = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        env.random_rollout(20)
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    rate = NUM_ENVS * 20 / statistics.median(times)
+    rate, _, grid = rollout_rate("TagGridworld-v0", NUM_ENVS, PARAMS, 20, None)
     record(
         mode="env-only, random_rollout (launches from Python)",
         envs=NUM_ENVS,
         agents=agents,
-        blocks_per_env=env._kernels.blocks_per_env,
+        blocks_per_env=grid // NUM_ENVS,
         env_steps_per_s=rate,
         agent_steps_per_s=rate * agents,
     )
