@@ -13,10 +13,11 @@ Run on a machine with a CUDA GPU:
     python benchmarks/catalysis_barriers.py OUT_DIR [--total N] [--seconds S] [--device cpu]
         [--variant NAME:FIELD=VALUE[,FIELD=VALUE...] ...] [SCENARIO ...]
 Prints a table; writes OUT_DIR/catalysis_barriers.json and, per scenario, the pathway CSV and
-pictures and the training's progress.csv under OUT_DIR/<scenario>/. Each ``--variant`` trains every
-scenario once more with those TrainConfig fields changed (values read as YAML), in
-OUT_DIR/<scenario>-<NAME>/; e.g. ``--variant episodes:num_envs=100,num_steps=500`` for the published
-100 environments x 500 steps (whole episodes a rollout).
+pictures and the training's progress.csv under OUT_DIR/<scenario>/. With ``--variant`` options,
+every scenario trains once per variant instead, the published settings with those TrainConfig
+fields changed (values read as YAML, lists too), in OUT_DIR/<scenario>-<NAME>/; e.g. ``--variant
+episodes:num_envs=100,num_steps=500`` for the published 100 environments x 500 steps (whole
+episodes a rollout).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -62,7 +64,8 @@ def parse_variant(text: str) -> tuple[str, dict]:
     if not name or not name.replace("_", "").isalnum() or not assignments:
         raise SystemExit(f"--variant must look like NAME:FIELD=VALUE[,FIELD=VALUE...], got {text!r}")
     changes = {}
-    for assignment in assignments.split(","):
+    # Split at the commas that start the next FIELD=, so that list values keep theirs.
+    for assignment in re.split(r",(?=\s*\w+\s*=)", assignments):
         field, equals, value = assignment.partition("=")
         if not equals:
             raise SystemExit(f"--variant assignment {assignment!r} needs FIELD=VALUE")
@@ -181,7 +184,7 @@ def main() -> None:
         "--variant",
         action="append",
         default=[],
-        help="NAME:FIELD=VALUE[,FIELD=VALUE...]: also train every scenario with these TrainConfig changes",
+        help="NAME:FIELD=VALUE[,FIELD=VALUE...]: train each scenario with these TrainConfig changes",
     )
     parser.add_argument("--one", action="store_true", help="(internal) run one scenario in this process")
     args = parser.parse_intermixed_args()

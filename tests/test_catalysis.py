@@ -254,7 +254,7 @@ def test_the_reaction_path_of_a_policy_is_written_with_its_barrier(tmp_path):
     summary = write_reaction_path(rows, land, tmp_path)
     assert summary["path_steps"] == 14 and summary["reached_final_state"]
     assert summary["barrier_eV"] == pytest.approx(max(energies) - energies[0])
-    assert 0.0 <= summary["lowest_barrier_eV"] <= summary["barrier_eV"]
+    assert 0.0 <= summary["lowest_barrier_eV"] <= summary["barrier_eV"] and not summary["left_slab"]
     lines = (tmp_path / "reaction_path.csv").read_text().splitlines()
     assert lines[0] == "step,x,y,z,energy_eV,reward" and len(lines) == 16
     assert lines[-1].startswith("14,10,0,60,")

@@ -116,6 +116,7 @@ def test_record_copies_the_step_results(device):
     env, buffer, kernels = kernels_for(
         "CartPole-v1", 16, "discrete", num_steps=40, device=device, params=params
     )
+    buffer.valid.fill_(1.0)  # what the sampler marks: every agent in the game when it acted
     for step in range(40):
         env.actions_buffer.copy_(torch.arange(16, device=device) % 2)
         env.step_in_place()

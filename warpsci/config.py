@@ -190,6 +190,10 @@ class TrainConfig:
                 raise ValueError(
                     f"groups.{group}: unknown key(s) {unknown}; a group may set {list(GROUP_KEYS)}"
                 )
+            try:  # each group's settings checked like the whole config's, now, not when training starts
+                dataclasses.replace(self, groups={}, **overrides)
+            except ValueError as error:
+                raise ValueError(f"groups.{group}: {error}") from None
 
     def for_group(self, group: str) -> TrainConfig:
         """This config with the group's overrides applied (validated like the whole config)."""
