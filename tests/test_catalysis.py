@@ -254,9 +254,48 @@ def test_the_reaction_path_of_a_policy_is_written_with_its_barrier(tmp_path):
     summary = write_reaction_path(rows, land, tmp_path)
     assert summary["path_steps"] == 14 and summary["reached_final_state"]
     assert summary["barrier_eV"] == pytest.approx(max(energies) - energies[0])
+    assert 0.0 <= summary["lowest_barrier_eV"] <= summary["barrier_eV"] and not summary["left_slab"]
     lines = (tmp_path / "reaction_path.csv").read_text().splitlines()
     assert lines[0] == "step,x,y,z,energy_eV,reward" and len(lines) == 16
     assert lines[-1].startswith("14,10,0,60,")
     pytest.importorskip("matplotlib")
     assert (tmp_path / "reaction_profile.png").stat().st_size > 0
     assert (tmp_path / "reaction_path_on_surface.png").stat().st_size > 0
+
+
+def test_the_lowest_barrier_is_the_least_highest_energy_of_any_path_in_the_slab():
+    """An 8 x 3 periodic layer with walls at x = 3 (lowest cell 0.4 eV above the start) and x = 7
+    (9 eV), and a layer above it at 5 eV but for a corridor at y = 2 whose highest cell is 0.25 eV:
+    the lowest barrier from x = 1 to x = 5 climbs into the corridor. With the slab one layer thick
+    the corridor is out of reach and the wall's lowest cell is the barrier."""
+    from warpsci.envs.catalysis import Landscape
+    from warpsci.reaction_path import energy_at, lowest_barrier
+
+    grid = np.zeros((8, 3, 2))
+    grid[3, :, 0] = [2.0, 0.4, 1.0]
+    grid[:, :, 1] = 5.0
+    grid[1:6, 2, 1] = [0.1, 0.1, 0.25, 0.1, 0.1]
+    grid[7, :, :] = 9.0
+    base = dict(
+        ienergy=0.0,
+        max_denergy=20.0,
+        nx=8,
+        ny=3,
+        nz=10,
+        z_slab_lower=4,
+        terminate_reward=10.0,
+        episode_length=50,
+        min_reward=-1.0,
+        initial_state=(1, 2, 4),
+        final_state=(5, 2, 4),
+    )
+    two_layers = Landscape(**base, z_slab_upper=6, grid=grid)
+    height, path = lowest_barrier(two_layers)
+    assert height == pytest.approx(0.25)
+    assert path[0] == (1, 2, 4) and path[-1] == (5, 2, 4)
+    for here, there in zip(path, path[1:], strict=False):
+        moved = [min(abs(a - b), n - abs(a - b)) for a, b, n in zip(here, there, (8, 3, 10), strict=True)]
+        assert sum(moved) == 1, "every step is one move"
+    assert max(energy_at(two_layers, list(cell)) for cell in path) == pytest.approx(0.25)
+    one_layer = Landscape(**base, z_slab_upper=5, grid=grid[:, :, :1])
+    assert lowest_barrier(one_layer)[0] == pytest.approx(0.4)

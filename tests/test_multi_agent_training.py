@@ -90,6 +90,8 @@ def test_a_shared_policy_plays_every_group():
         ({"groups": {"tagger": {"num_envs": 3}}}, "unknown key"),
         ({"env_id": TOY_GROUPS.name, "shared_policy": True}, "equal spaces"),
         ({"target_return": 1.0}, "target_return"),
+        ({"groups": {"tagger": {"activation": "gelu"}}}, "groups.tagger: activation must be one of"),
+        ({"groups": {"runner": {"learning_rate": -1.0}}}, "groups.runner: learning_rate"),
     ],
 )
 def test_bad_group_settings_are_refused_with_a_clear_message(changes, message):
@@ -111,8 +113,27 @@ def test_rows_of_agents_out_of_the_game_are_masked_and_masks_are_obeyed():
     assert not bool(even.action_masks.all()), "the toy masks some actions"
 
 
-def test_checkpoints_hold_every_group_and_resume(tmp_path):
-    trainer = make_trainer(tiny("TagGridworld-v0", total_timesteps=64), tmp_path / "run")
+def test_only_agents_still_in_the_game_are_bootstrapped_when_the_time_limit_ends_an_episode():
+    """With a goal never reached every episode is truncated after 8 steps; odd agents that left
+    before that have nothing to bootstrap (their rows were not valid), those still in do."""
+    config = tiny(TOY_GROUPS.name, num_envs=6, num_steps=16, total_timesteps=96, env_params={"goal": 10_000})
+    trainer = make_trainer(config)
+    trainer.collect_rollout()
+    odd = {learner.name: learner for learner in trainer.learners}["odd"].buffer
+    time_limit = odd.episode_ends > 0
+    assert bool(time_limit.any()) and bool((odd.valid[time_limit] == 0).any()), "some left before the limit"
+    truncated = odd.truncated > 0
+    assert not bool((truncated & (odd.valid == 0)).any()), "an agent that had left was bootstrapped"
+    assert bool((truncated == (truncated & time_limit)).all()) and bool(truncated.any())
+
+
+@pytest.mark.parametrize(
+    "runner", [{}, {"shared_trunk": True, "activation": "relu"}], ids=["separate", "trunk"]
+)
+def test_checkpoints_hold_every_group_and_resume(tmp_path, runner):
+    """Also with the runner's network one ReLU trunk (WarpDrive's) beside the taggers' two."""
+    config = tiny("TagGridworld-v0", total_timesteps=64, groups={"runner": runner} if runner else {})
+    trainer = make_trainer(config, tmp_path / "run")
     trainer.train()
     resumed = resume_trainer(tmp_path / "run", total_timesteps=128)
     for original, loaded in zip(trainer.learners, resumed.learners, strict=True):

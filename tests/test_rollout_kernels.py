@@ -24,8 +24,12 @@ DEVICES = [
 ]
 
 
-def kernels_for(env_id: str, num_envs: int, kind: str, log_std=None, num_steps: int = 3, device="cpu"):
-    env = warpsci.make(env_id, num_envs=num_envs, device=device, seed=5, copy=False, check_actions=False)
+def kernels_for(
+    env_id: str, num_envs: int, kind: str, log_std=None, num_steps: int = 3, device="cpu", params=None
+):
+    env = warpsci.make(
+        env_id, num_envs=num_envs, device=device, seed=5, params=params, copy=False, check_actions=False
+    )
     env.reset()
     space = env.single_action_space
     action_shape = tuple(space.shape)
@@ -104,20 +108,30 @@ def test_samples_differ_between_steps_and_repeat_for_the_same_tick():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_record_copies_the_step_results(device):
-    env, buffer, kernels = kernels_for("CartPole-v1", 16, "discrete", num_steps=40, device=device)
+    """Rewards, flags and episode statistics every step; the final observation only where a row
+    was truncated (time limit 7 steps), the only place it is read."""
+    from warpsci.envs.cartpole import CartPoleParams
+
+    params = CartPoleParams(max_episode_steps=7)
+    env, buffer, kernels = kernels_for(
+        "CartPole-v1", 16, "discrete", num_steps=40, device=device, params=params
+    )
+    buffer.valid.fill_(1.0)  # what the sampler marks: every agent in the game when it acted
     for step in range(40):
-        env.actions_buffer.fill_(1)
+        env.actions_buffer.copy_(torch.arange(16, device=device) % 2)
         env.step_in_place()
         kernels.record(step)
         b = env.buffers
         done = b.terminated | b.truncated
+        truncated = b.truncated & ~b.terminated
         assert torch.equal(buffer.rewards[step], b.rewards[:, 0])
         assert torch.equal(buffer.dones[step], done.float())
-        assert torch.equal(buffer.truncated[step], (b.truncated & ~b.terminated).float())
-        assert torch.equal(buffer.final_obs[step], b.final_obs[:, 0])
+        assert torch.equal(buffer.truncated[step], truncated.float())
+        assert torch.equal(buffer.final_obs[step][truncated], b.final_obs[truncated, 0])
+        assert torch.all(buffer.final_obs[step][~truncated] == 0), "not copied where it is never read"
         assert torch.equal(buffer.episode_returns[step], b.final_return[:, 0])
         assert torch.equal(buffer.episode_lengths[step], b.final_length.float())
-    assert buffer.dones.sum() >= 16, "always pushing right ends every episode within 40 steps"
+    assert buffer.truncated.sum() >= 16, "alternating pushes keep the poles up for 7 steps"
 
 
 @pytest.mark.parametrize("device", DEVICES)

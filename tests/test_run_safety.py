@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -197,6 +198,17 @@ def test_nan_rewards_are_caught_by_the_checks_inside_the_captured_update():
     with pytest.raises(NonFiniteError, match="iteration 3 .*rewards"):
         trainer.train()
     assert trainer._update_graph is not None and trainer._update_graph.captures == 1
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_the_health_flags_name_exactly_the_tensors_holding_nan_or_infinity(bad):
+    trainer = make_trainer(TrainConfig(num_envs=4, num_steps=8, total_timesteps=320))
+    buffer = trainer.buffer
+    buffer.obs.fill_(3.0e38)  # large but finite: no false alarm
+    buffer.rewards.fill_(-3.0e38)
+    assert trainer.health_flags().tolist() == [1.0, 1.0, 1.0]
+    buffer.rewards[5, 2] = bad
+    assert trainer.health_flags().tolist() == [1.0, 0.0, 1.0]
 
 
 def test_state_check_field_names_are_checked():

@@ -4,6 +4,7 @@ import math
 import os
 import shutil
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -101,18 +102,44 @@ def test_truncated_steps_bootstrap_from_the_final_observation_value():
     assert buffer.advantages[2, 0].item() == pytest.approx(1.0 + 0.9 * constant - constant)
 
 
-def test_the_cpu_evaluates_only_truncated_rows_and_agrees_with_a_full_pass():
+@pytest.mark.parametrize("max_episode_steps", [None, 3, 5, 100])
+def test_only_truncated_rows_are_evaluated_and_agree_with_a_full_pass(max_episode_steps):
+    """With a time limit of L steps a row is truncated at most ceil(5 / L) times in a 5-step rollout:
+    those slots are gathered (unused ones read row 0, which must not be disturbed by them)."""
     trainer = PPOTrainer(TrainConfig(num_envs=4, num_steps=5, total_timesteps=20, num_minibatches=1))
     buffer = trainer.buffer
     buffer.final_obs.copy_(torch.randn(buffer.final_obs.shape, generator=torch.Generator().manual_seed(3)))
     buffer.truncated.zero_()
-    assert torch.equal(truncated_values(trainer.policy, buffer), torch.zeros_like(buffer.truncated))
-    buffer.truncated[1, 2] = buffer.truncated[4, 0] = 1.0
+    values = truncated_values(trainer.policy, buffer, max_episode_steps)
+    assert torch.equal(values, torch.zeros_like(buffer.truncated))
+    buffer.truncated[0, 0] = buffer.truncated[1, 2] = buffer.truncated[4, 0] = 1.0
+    calls = []
+    original = trainer.policy.value
+    trainer.policy.value = lambda obs: calls.append(obs.shape[:-1]) or original(obs)
     with torch.no_grad():
-        sparse = truncated_values(trainer.policy, buffer)
-        full = trainer.policy.value(buffer.final_obs)
-    assert torch.allclose(sparse * buffer.truncated, full * buffer.truncated, atol=1e-6)
-    assert sparse[1, 2] != 0 and sparse[4, 0] != 0
+        sparse = truncated_values(trainer.policy, buffer, max_episode_steps)
+        full = original(buffer.final_obs)
+    assert torch.allclose(sparse, full * buffer.truncated, atol=1e-6)
+    assert sparse[0, 0] != 0 and sparse[1, 2] != 0 and sparse[4, 0] != 0
+    slots_per_row = {None: 5, 3: 2, 5: 1, 100: 1}[max_episode_steps]
+    assert calls == [(slots_per_row, 4)], "one pass over the gathered slots (or every row)"
+
+
+def test_a_critic_pass_too_large_for_memory_goes_in_slices_with_the_same_values(monkeypatch):
+    from warpsci import networks
+
+    policy = networks.ActorCritic(4, gymnasium.spaces.Discrete(2), (8, 8))
+    obs = torch.randn(7, 5, 4, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        whole = policy.value(obs)
+        calls = []
+        original = policy.value
+        monkeypatch.setattr(policy, "value", lambda x: calls.append(x.shape[0]) or original(x))
+        # Two steps of 5 rows x 8 wide x 4 bytes fit: slices of 2, 2, 2 and 1 steps.
+        monkeypatch.setattr(networks, "VALUE_PASS_BYTES", 2 * 5 * 8 * 4)
+        sliced = policy.rollout_values(obs)
+    assert calls == [2, 2, 2, 1]
+    assert torch.allclose(sliced, whole, atol=1e-6) and sliced.shape == (7, 5)
 
 
 @pytest.mark.parametrize(

@@ -113,8 +113,10 @@ def bench_env(
     capture: bool = False,
     threads_per_block: int | None = None,
     steps_per_launch: int = 1,
+    params: dict | None = None,
 ) -> BenchResult:
     """Steps/s of the environment alone, uniform random actions sampled on the device each step.
+    ``params``: overrides of the environment's params fields (default none).
 
     With ``steps_per_launch`` 1 (default) each step is a ``torch`` sampling call into the action
     buffer and one step kernel launch. Above 1, ``env.random_rollout(steps_per_launch)`` draws the
@@ -126,7 +128,14 @@ def bench_env(
         raise ValueError(f"steps_per_launch must be >= 1 and divide steps={steps}, got {steps_per_launch}")
     options = {} if threads_per_block is None else {"threads_per_block": threads_per_block}
     env = make(
-        env_id, num_envs=num_envs, device=device, seed=seed, copy=False, check_actions=False, **options
+        env_id,
+        num_envs=num_envs,
+        device=device,
+        seed=seed,
+        params=params,
+        copy=False,
+        check_actions=False,
+        **options,
     )
     generator = torch.Generator(device=env.device)
     generator.manual_seed(seed)

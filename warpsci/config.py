@@ -16,6 +16,8 @@ from warpsci.config_fields import check_range, coerce, unknown_key_message
 ALGORITHMS = ("ppo", "a2c")
 #: Accepted values of ``TrainConfig.optimizer``.
 OPTIMIZERS = ("adam", "rmsprop")
+#: Accepted values of ``TrainConfig.activation`` (:data:`warpsci.networks.ACTIVATIONS`).
+ACTIVATION_NAMES = ("tanh", "relu")
 #: The hyperparameters a ``groups:`` block may set per agent group.
 GROUP_KEYS = (
     "learning_rate",
@@ -29,6 +31,8 @@ GROUP_KEYS = (
     "max_grad_norm",
     "optimizer",
     "hidden_sizes",
+    "activation",
+    "shared_trunk",
     "log_std_init",
     "norm_adv",
     "gamma",
@@ -89,6 +93,12 @@ class TrainConfig:
     """Stop an update's epochs early when the approximate KL exceeds this; None never stops."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Widths of the hidden layers of the actor and the critic."""
+    activation: str = "tanh"
+    """The hidden layers' activation: ``"tanh"`` (CleanRL's) or ``"relu"`` (WarpDrive's)."""
+    shared_trunk: bool = False
+    """One stack of hidden layers for the actor and the critic, with a policy head and a value head
+    on it (WarpDrive's network, about half the arithmetic of two), instead of two separate
+    networks; its values are then computed during the rollout, in the actor's pass."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box action spaces only)."""
     normalize_obs: bool = False
@@ -168,6 +178,8 @@ class TrainConfig:
             raise ValueError(f"algo must be one of {list(ALGORITHMS)}, got {self.algo!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.activation not in ACTIVATION_NAMES:
+            raise ValueError(f"activation must be one of {list(ACTIVATION_NAMES)}, got {self.activation!r}")
         if not isinstance(self.groups, dict) or not all(isinstance(v, dict) for v in self.groups.values()):
             raise ValueError(
                 f"groups must map group names to mappings of hyperparameters, got {self.groups!r}"
@@ -178,6 +190,10 @@ class TrainConfig:
                 raise ValueError(
                     f"groups.{group}: unknown key(s) {unknown}; a group may set {list(GROUP_KEYS)}"
                 )
+            try:  # each group's settings checked like the whole config's, now, not when training starts
+                dataclasses.replace(self, groups={}, **overrides)
+            except ValueError as error:
+                raise ValueError(f"groups.{group}: {error}") from None
 
     def for_group(self, group: str) -> TrainConfig:
         """This config with the group's overrides applied (validated like the whole config)."""

@@ -38,14 +38,7 @@ class PolicyLearner:
         device = env.device
         self.num_envs, self.obs_size = env.num_envs, flat_size(observation_space)
         self.num_rows = env.num_envs * len(self.agents)
-        self.policy = ActorCritic.for_spaces(
-            observation_space,
-            action_space,
-            config.hidden_sizes,
-            log_std_init=config.log_std_init,
-            normalize_obs=config.normalize_obs,
-            fused=config.fused_mlp,
-        ).to(device)
+        self.policy = ActorCritic.for_config(config, observation_space, action_space).to(device)
         self.optimizer = build_optimizer(config, self.policy, capturable=capturable)
         self.reward_scaler = (
             RewardScaler(self.num_rows, config.gamma).to(device) if config.normalize_reward else None

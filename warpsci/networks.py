@@ -1,4 +1,6 @@
-"""Policy and value networks (CleanRL's architecture: separate tanh MLPs, orthogonal init).
+"""Policy and value networks: CleanRL's architecture (separate tanh MLPs for the actor and the
+critic, orthogonal init) by default, or WarpDrive's (one trunk of hidden layers, usually ReLU, with
+a policy head and a value head on it: ``shared_trunk``).
 
 The actor's head depends on the action space: logits for ``Discrete``, padded logits for each
 component of ``MultiDiscrete``, and means with a state-independent log standard deviation for
@@ -10,6 +12,7 @@ log-probability is that of the sampled action.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import gymnasium
 import numpy as np
@@ -29,6 +32,14 @@ from warpsci.sampling import (
     sample_multi_categorical,
 )
 
+if TYPE_CHECKING:
+    from warpsci.config import TrainConfig
+
+#: The most bytes one hidden layer of a critic pass over a whole rollout may take: larger passes go in
+#: slices of rollout steps (10,000 COVID-19 environments x 90 steps x 51 governor rows through a
+#: [256, 256] network asked for 44 GB at once).
+VALUE_PASS_BYTES = 2**31
+
 
 def _layer(in_features: int, out_features: int, gain: float) -> nn.Linear:
     layer = nn.Linear(in_features, out_features)
@@ -37,15 +48,33 @@ def _layer(in_features: int, out_features: int, gain: float) -> nn.Linear:
     return layer
 
 
-def mlp(in_features: int, hidden_sizes: tuple[int, ...], out_features: int, out_gain: float) -> nn.Sequential:
-    """Tanh MLP with orthogonal weights (gain sqrt(2) inside, ``out_gain`` on the output layer)."""
+#: The hidden layers' activation functions, by the name a config gives.
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def hidden_layers(
+    in_features: int, hidden_sizes: tuple[int, ...], activation: str = "tanh"
+) -> list[nn.Module]:
+    """Linear layers with orthogonal weights (gain sqrt(2)), each followed by ``activation``."""
     layers: list[nn.Module] = []
     width = in_features
     for hidden in hidden_sizes:
-        layers += [_layer(width, hidden, math.sqrt(2)), nn.Tanh()]
+        layers += [_layer(width, hidden, math.sqrt(2)), ACTIVATIONS[activation]()]
         width = hidden
-    layers.append(_layer(width, out_features, out_gain))
-    return nn.Sequential(*layers)
+    return layers
+
+
+def mlp(
+    in_features: int,
+    hidden_sizes: tuple[int, ...],
+    out_features: int,
+    out_gain: float,
+    activation: str = "tanh",
+) -> nn.Sequential:
+    """An MLP with orthogonal weights (gain sqrt(2) inside, ``out_gain`` on the output layer)."""
+    width = hidden_sizes[-1] if hidden_sizes else in_features
+    layers = hidden_layers(in_features, hidden_sizes, activation)
+    return nn.Sequential(*layers, _layer(width, out_features, out_gain))
 
 
 def action_layout(action_space: gymnasium.Space) -> tuple[tuple[int, ...], torch.dtype]:
@@ -60,7 +89,8 @@ def action_layout(action_space: gymnasium.Space) -> tuple[tuple[int, ...], torch
 
 
 class ActorCritic(nn.Module):
-    """An actor (a distribution over actions) and a critic (state value), both MLPs.
+    """An actor (a distribution over actions) and a critic (state value), both MLPs, separate or on
+    one shared trunk.
 
     Args:
         observation_size: Length of a flat observation.
@@ -69,9 +99,16 @@ class ActorCritic(nn.Module):
         log_std_init: Initial log standard deviation of Gaussian actions (Box only). Default 0.
         normalize_obs: Normalise observations by running statistics (updated by the trainer through
             ``obs_normalizer.update``; saved with the weights). Default False.
-        fused: Run two-hidden-layer networks on CUDA through the fused Triton kernels of
+        fused: Run two-hidden-layer tanh networks on CUDA through the fused Triton kernels of
             :mod:`warpsci.fused_mlp` (hidden activations never stored; equal up to float rounding).
             Default False (see that module's status).
+        activation: The hidden layers' activation, a key of :data:`ACTIVATIONS`. Default ``"tanh"``.
+        shared_trunk: One stack of hidden layers for the actor and the critic, with a policy head
+            and a value head on top (WarpDrive's ``FullyConnected``: about half the arithmetic of
+            two networks), instead of two networks. Default False.
+
+    ``actor`` and ``critic`` are ``nn.Sequential`` modules from observations to the actor's raw
+    output and to the value; with a shared trunk both start with the same trunk module.
     """
 
     def __init__(
@@ -82,9 +119,16 @@ class ActorCritic(nn.Module):
         log_std_init: float = 0.0,
         normalize_obs: bool = False,
         fused: bool = False,
+        activation: str = "tanh",
+        shared_trunk: bool = False,
     ) -> None:
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
         self.fused = fused
+        self.observation_size = observation_size
+        self.hidden_sizes = tuple(hidden_sizes)
+        self.shared_trunk = shared_trunk
         self.action_shape, self.action_dtype = action_layout(action_space)
         if isinstance(action_space, gymnasium.spaces.Discrete):
             self.kind, num_outputs = "discrete", int(action_space.n)
@@ -109,8 +153,14 @@ class ActorCritic(nn.Module):
             self.kind, num_outputs = "continuous", int(action_space.shape[0])
             self.actor_logstd = nn.Parameter(torch.full((num_outputs,), float(log_std_init)))
         self.obs_normalizer = ObservationNormalizer((observation_size,)) if normalize_obs else None
-        self.actor = mlp(observation_size, hidden_sizes, num_outputs, out_gain=0.01)
-        self.critic = mlp(observation_size, hidden_sizes, 1, out_gain=1.0)
+        if shared_trunk:
+            trunk = nn.Sequential(*hidden_layers(observation_size, self.hidden_sizes, activation))
+            width = self.hidden_sizes[-1] if self.hidden_sizes else observation_size
+            self.actor = nn.Sequential(trunk, _layer(width, num_outputs, 0.01))
+            self.critic = nn.Sequential(trunk, _layer(width, 1, 1.0))
+        else:
+            self.actor = mlp(observation_size, self.hidden_sizes, num_outputs, 0.01, activation)
+            self.critic = mlp(observation_size, self.hidden_sizes, 1, 1.0, activation)
 
     @classmethod
     def for_spaces(
@@ -125,6 +175,23 @@ class ActorCritic(nn.Module):
         observation_size = int(math.prod(observation_space.shape))
         return cls(observation_size, action_space, tuple(hidden_sizes), **options)
 
+    @classmethod
+    def for_config(
+        cls, config: TrainConfig, observation_space: gymnasium.spaces.Box, action_space: gymnasium.Space
+    ) -> ActorCritic:
+        """The network a run with ``config`` trains for one agent's spaces (and an evaluation of
+        its checkpoint loads)."""
+        return cls.for_spaces(
+            observation_space,
+            action_space,
+            config.hidden_sizes,
+            log_std_init=config.log_std_init,
+            normalize_obs=config.normalize_obs,
+            fused=config.fused_mlp,
+            activation=config.activation,
+            shared_trunk=config.shared_trunk,
+        )
+
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Observations as the networks see them."""
         return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
@@ -135,6 +202,31 @@ class ActorCritic(nn.Module):
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, shaped ``obs.shape[:-1]``."""
         return self._run(self.critic, self.normalize(obs)).squeeze(-1)
+
+    def rollout_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """:meth:`value` of a rollout's observations ``(steps, rows, obs_size)``, in slices of steps
+        whose widest hidden layer fits :data:`VALUE_PASS_BYTES` (no gradients needed)."""
+        rows_per_step = max(1, obs[0].numel() // obs.shape[-1])
+        step_bytes = 4 * max(self.hidden_sizes, default=1) * rows_per_step
+        steps = max(1, VALUE_PASS_BYTES // step_bytes)
+        if steps >= obs.shape[0]:
+            return self.value(obs)
+        return torch.cat([self.value(obs[start : start + steps]) for start in range(0, obs.shape[0], steps)])
+
+    def _actor_and_critic(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's raw output and the values of normalised observations, the trunk run once
+        when it is shared."""
+        if self.shared_trunk:
+            hidden = self.actor[0](features)
+            return self.actor[1](hidden), self.critic[1](hidden).squeeze(-1)
+        return self._run(self.actor, features), self._run(self.critic, features).squeeze(-1)
+
+    def act_and_value(
+        self, obs: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(actor_output(obs, mask), value(obs))`` in one pass of a shared trunk."""
+        out, value = self._actor_and_critic(self.normalize(obs))
+        return self._head(out, mask), value
 
     def actor_output(self, obs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """What the action distribution is built from: logits (Discrete), padded logits
@@ -180,12 +272,11 @@ class ActorCritic(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log_prob, entropy, value)`` of given actions (under action masks ``mask``), for the
         update."""
-        features = self.normalize(obs)
-        out = self._head(self._run(self.actor, features), mask)
+        out, value = self.act_and_value(obs, mask)
         if self.kind == "discrete":
             log_prob, entropy = categorical_log_prob_entropy(out, actions)
         elif self.kind == "multi_discrete":
             log_prob, entropy = multi_categorical_log_prob_entropy(out, actions)
         else:
             log_prob, entropy = gaussian_log_prob_entropy(out, self.actor_logstd, actions)
-        return log_prob, entropy, self._run(self.critic, features).squeeze(-1)
+        return log_prob, entropy, value

@@ -74,7 +74,7 @@ class TrainedPolicy:
         network = self.network(group)
         as_numpy = not isinstance(obs, torch.Tensor)
         tensor = torch.as_tensor(np.asarray(obs) if as_numpy else obs, dtype=torch.float32)
-        size = network.actor[0].in_features
+        size = network.observation_size
         if tensor.shape[-1:] != (size,):
             raise ValueError(
                 f"observations for {group or self.groups[0]!r} must end in {size} entries, "

@@ -4,12 +4,14 @@ The greedy policy is played once from the initial state; every position it visit
 (eV; empty outside the slab) and the step's reward, is written as ``reaction_path.csv``. The
 reaction profile (energy along the path, with the barrier: the highest energy on the path minus the
 initial energy) is drawn as ``reaction_profile.png`` and, for one atom, the path over a heat map of
-the energy surface as ``reaction_path_on_surface.png``.
+the energy surface as ``reaction_path_on_surface.png``. For one atom, :func:`lowest_barrier` gives
+the lowest barrier of any path inside the slab, the yardstick for the one a policy found.
 """
 
 from __future__ import annotations
 
 import csv
+import heapq
 import math
 from pathlib import Path
 from typing import Any
@@ -59,9 +61,45 @@ def greedy_path(policy: Any, env_id: str, env_params: dict[str, Any], device: st
 
 
 def barrier(rows: list[dict]) -> float:
-    """Highest energy on the path minus the initial energy (eV), over the positions inside the slab."""
+    """Highest energy on the path minus the initial energy (eV), over the positions inside the slab
+    (positions outside it, which the 2-D rules allow, have no energy)."""
     energies = [row["energy_eV"] for row in rows if not math.isnan(row["energy_eV"])]
     return max(energies) - rows[0]["energy_eV"]
+
+
+def lowest_barrier(land: Landscape) -> tuple[float, list[tuple[int, int, int]]]:
+    """The lowest barrier (eV) of any one-atom path from the initial to the final state that stays
+    inside the slab, and one such path: the path whose highest energy is least (a minimax path,
+    found by Dijkstra's search with "highest energy so far" as the distance), minus the initial
+    energy. Moves are the environment's six, x, y and z periodic. The 2-D rules also let an atom
+    step out of the slab, at the reward's floor, where the grid has no energy: such paths are not
+    searched (a path that leaves the slab has no barrier to compare; :func:`write_reaction_path`
+    says when the policy's did). Raises ValueError for two atoms."""
+    if len(land.initial_state) != 3:
+        raise ValueError("lowest_barrier is defined for one atom")
+    start, goal = tuple(land.initial_state), tuple(land.final_state)
+    highest = {start: energy_at(land, list(start))}
+    came_from: dict[tuple, tuple] = {}
+    queue = [(highest[start], start)]
+    while queue:
+        level, here = heapq.heappop(queue)
+        if here == goal:
+            break
+        if level > highest[here]:
+            continue
+        x, y, z = here
+        for dx, dy, dz in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1)):
+            there = ((x + dx) % land.nx, (y + dy) % land.ny, (z + dz) % land.nz)
+            if not land.z_slab_lower <= there[2] < land.z_slab_upper:
+                continue
+            through = max(level, energy_at(land, list(there)))
+            if through < highest.get(there, math.inf):
+                highest[there], came_from[there] = through, here
+                heapq.heappush(queue, (through, there))
+    path = [goal]
+    while path[-1] != start:
+        path.append(came_from[path[-1]])
+    return highest[goal] - highest[start], path[::-1]
 
 
 def write_reaction_path(rows: list[dict], land: Landscape, folder: Path) -> dict[str, Any]:
@@ -84,6 +122,9 @@ def write_reaction_path(rows: list[dict], land: Landscape, folder: Path) -> dict
         "reached_final_state": tuple(rows[-1]["position"]) == land.final_state,
         "barrier_eV": barrier(rows),
     }
+    summary["left_slab"] = any(math.isnan(row["energy_eV"]) for row in rows)
+    if atoms == 1:
+        summary["lowest_barrier_eV"] = lowest_barrier(land)[0]
     try:
         import matplotlib
 

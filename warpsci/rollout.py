@@ -18,8 +18,9 @@ class RolloutBuffer:
     Tensors are shaped ``(num_steps, num_rows, ...)``. ``dones[t]`` marks a row whose episode ended
     with the transition at ``t`` for its agent (the environment's episode ended, or the agent left
     the game); ``episode_ends[t]`` where the environment's episode ended (episode statistics count
-    those); ``truncated[t]`` (a time limit, the agent still in the game) and ``final_obs[t]`` are kept
-    so that a truncated episode is bootstrapped from the value of its last observation. ``valid[t]``
+    those); ``truncated[t]`` (a time limit, the agent still in the game) and ``final_obs[t]`` (written
+    only where ``truncated[t]``; stale elsewhere) are kept so that a truncated episode is
+    bootstrapped from the value of its last observation. ``valid[t]``
     is 1 where the agent was in the game when it acted (rows of agents that left are masked out of
     the loss); ``action_masks[t]`` holds the masks it acted under (``mask_width`` > 0 only).
     """

@@ -112,7 +112,9 @@ def sample_gaussian(row, arguments):
 
 @njit
 def record_step(row, arguments):
-    """Copy what the step kernel left in the env's buffers (``env_*``) into rollout slot ``step``."""
+    """Copy what the step kernel left in the env's buffers (``env_*``) into rollout slot ``step``
+    (the final observation only where the row was truncated: elsewhere it is never read). ``valid``
+    is the sampler's mark of this step: the agent was in the game when it acted."""
     (
         step,
         agents,
@@ -130,6 +132,7 @@ def record_step(row, arguments):
         final_obs,
         episode_returns,
         episode_lengths,
+        valid,
     ) = arguments
     env, agent = _row_agent(row, agents)
     ended = env_terminated[env] or env_truncated[env]
@@ -138,11 +141,17 @@ def record_step(row, arguments):
     rewards[step, row] = env_rewards[env, agent]
     dones[step, row] = 1.0 if ended or agent_ended else 0.0
     episode_ends[step, row] = 1.0 if ended else 0.0
-    truncated[step, row] = 1.0 if env_truncated[env] and not agent_ended else 0.0
+    # Truncated: the time limit ended the episode of an agent still in the game (one that left
+    # earlier, not valid when it acted, has nothing to bootstrap).
+    bootstrapped = env_truncated[env] and not agent_ended and valid[step, row] > 0.0
+    truncated[step, row] = 1.0 if bootstrapped else 0.0
     episode_returns[step, row] = env_final_return[env, agent]
     episode_lengths[step, row] = env_final_length[env]
-    for feature in range(final_obs.shape[2]):
-        final_obs[step, row, feature] = env_final_obs[env, agent, feature]
+    # Only a truncated row's final observation is ever read (to bootstrap it). Copying every row's,
+    # every step, took 360 us a step for Tag continuous's 220,000 rows of 70 entries on an H100.
+    if bootstrapped:
+        for feature in range(final_obs.shape[2]):
+            final_obs[step, row, feature] = env_final_obs[env, agent, feature]
 
 
 @njit
@@ -313,7 +322,7 @@ class RolloutKernels:
     def record(self, step: int) -> None:
         """Copy the step's rewards, flags, final observations and episode statistics into the
         rollout buffer at ``step``."""
-        self._record(self.num_rows, (step, self._agents, *self._from_env, *self._recorded))
+        self._record(self.num_rows, (step, self._agents, *self._from_env, *self._recorded, self._valid))
 
     def advantages(
         self, rewards: torch.Tensor, next_value: torch.Tensor, gamma: float, gae_lambda: float

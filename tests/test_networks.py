@@ -1,0 +1,73 @@
+"""The policy networks: CleanRL's separate tanh MLPs and WarpDrive's shared ReLU trunk."""
+
+from __future__ import annotations
+
+import gymnasium
+import pytest
+import torch
+from torch import nn
+
+from warpsci.config import ACTIVATION_NAMES, GROUP_KEYS, TrainConfig
+from warpsci.networks import ACTIVATIONS, ActorCritic
+from warpsci.ppo import PPOTrainer
+
+SPACES = [
+    gymnasium.spaces.Discrete(3),
+    gymnasium.spaces.MultiDiscrete([4, 2]),
+    gymnasium.spaces.Box(-1, 1, (2,)),
+]
+
+
+@pytest.mark.parametrize("action_space", SPACES, ids=["discrete", "multi_discrete", "box"])
+def test_a_shared_trunk_is_one_module_under_both_heads_and_runs_once_for_both(action_space):
+    torch.manual_seed(0)
+    policy = ActorCritic(5, action_space, (16, 8), activation="relu", shared_trunk=True)
+    assert policy.actor[0] is policy.critic[0]
+    assert [type(layer) for layer in policy.actor[0]] == [nn.Linear, nn.ReLU, nn.Linear, nn.ReLU]
+    # Trunk 5 -> 16 -> 8, then the two heads; shared parameters are counted once.
+    outputs = policy.actor[1].out_features
+    expected = (5 * 16 + 16) + (16 * 8 + 8) + (8 * outputs + outputs) + (8 + 1)
+    expected += outputs if isinstance(action_space, gymnasium.spaces.Box) else 0  # log std
+    assert sum(parameter.numel() for parameter in policy.parameters()) == expected
+
+    obs = torch.randn(6, 5)
+    calls = []
+    policy.actor[0].register_forward_hook(lambda *_: calls.append(1))
+    out, value = policy.act_and_value(obs)
+    assert len(calls) == 1
+    assert torch.allclose(out, policy.actor_output(obs)) and torch.allclose(value, policy.value(obs))
+    actions, log_prob = policy.act(obs)
+    new_log_prob, _, new_value = policy.evaluate(obs, actions)
+    assert torch.allclose(new_log_prob, log_prob, atol=1e-6) and torch.allclose(new_value, value)
+
+
+def test_both_losses_reach_the_shared_trunk():
+    policy = ActorCritic(3, gymnasium.spaces.Discrete(2), (8,), shared_trunk=True)
+    obs, actions = torch.randn(4, 3), torch.tensor([0, 1, 1, 0])
+    trunk = policy.actor[0][0].weight
+    log_prob, _, value = policy.evaluate(obs, actions)
+    (from_actor,) = torch.autograd.grad(log_prob.sum(), trunk, retain_graph=True)
+    (from_critic,) = torch.autograd.grad(value.sum(), trunk)
+    assert from_actor.abs().sum() > 0 and from_critic.abs().sum() > 0
+
+
+def test_the_activation_is_chosen_by_name_and_unknown_names_are_refused():
+    policy = ActorCritic(3, gymnasium.spaces.Discrete(2), (8, 8), activation="relu")
+    assert [type(layer) for layer in policy.critic] == [nn.Linear, nn.ReLU, nn.Linear, nn.ReLU, nn.Linear]
+    assert set(ACTIVATION_NAMES) == set(ACTIVATIONS)
+    assert {"activation", "shared_trunk"} <= set(GROUP_KEYS)
+    with pytest.raises(ValueError, match="activation must be one of \\['tanh', 'relu'\\], got 'gelu'"):
+        TrainConfig(activation="gelu")
+    with pytest.raises(ValueError, match="activation must be one of"):
+        ActorCritic(3, gymnasium.spaces.Discrete(2), (8,), activation="gelu")
+
+
+def test_a_shared_trunk_records_the_values_in_the_rollout_as_a_critic_pass_would():
+    config = TrainConfig(num_envs=4, num_steps=16, total_timesteps=64, shared_trunk=True, activation="relu")
+    trainer = PPOTrainer(config)
+    trainer.collect_rollout()
+    trainer.compute_advantages()
+    buffer = trainer.buffer
+    with torch.no_grad():
+        assert torch.allclose(buffer.values, trainer.policy.value(buffer.obs), atol=1e-6)
+    assert buffer.values.abs().sum() > 0
