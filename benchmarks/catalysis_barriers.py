@@ -37,17 +37,14 @@ ENV_ID = "CatalysisOneAtom-v0"
 
 
 def recipe(scenario: str, total_steps: int, device: str = "cuda", changes: dict | None = None) -> dict:
-    """The TrainConfig fields of the published settings for ``scenario``, with ``changes``."""
+    """The TrainConfig fields of the published settings for ``scenario`` (the package's A2C preset
+    with its section for the scenario), with ``changes``."""
     from warpsci.cli import preset
 
-    double = scenario.endswith("double_grids")
     fields = {
-        **preset(ENV_ID, "a2c"),
+        **preset(ENV_ID, "a2c", scenario),
         "device": device,
         "seed": 1,
-        "num_envs": 5000 if double else 1000,
-        "num_steps": 50,
-        "ent_coef": 0.2 if double else 0.1,
         "total_timesteps": total_steps,
         "env_params": {"scenario": scenario},
         "checkpoint_every": 0,

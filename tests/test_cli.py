@@ -207,6 +207,67 @@ def test_every_builtin_environment_has_a_valid_ppo_preset():
         assert config.env_id == definition.name and config.algo == "ppo"
 
 
+def test_every_scenario_section_and_algorithm_choice_names_what_exists():
+    """Presets' ``scenarios:`` sections and ``configs/algorithms.yaml`` name registered environments,
+    their scenarios and the two algorithms, and every section gives a valid config."""
+    from warpsci.cli import _packaged_config, preset
+    from warpsci.config import TrainConfig
+    from warpsci.envs import BUILTIN_ENVIRONMENTS
+    from warpsci.envs.catalysis import SCENARIOS
+
+    names = {definition.name for definition in BUILTIN_ENVIRONMENTS}
+    sections = 0
+    for env_id in names:
+        for algo in ("ppo", "a2c"):
+            for scenario in _packaged_config(algo, f"{env_id}.yaml").get("scenarios") or {}:
+                assert scenario in SCENARIOS, (env_id, algo, scenario)
+                config = TrainConfig.from_dict(preset(env_id, algo, scenario))
+                assert config.algo == algo
+                sections += 1
+    assert sections >= 3
+    choices = _packaged_config("algorithms.yaml")
+    assert choices and set(choices) <= names
+    for env_id, choice in choices.items():
+        assert set(choice) <= {"default", "scenarios"}
+        assert {choice.get("default", "ppo"), *choice.get("scenarios", {}).values()} <= {"ppo", "a2c"}
+        assert set(choice.get("scenarios", {})) <= set(SCENARIOS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "algo", "expected"),
+    [
+        # No scenario: the environment's default (surface) with the published A2C settings.
+        ([], "a2c", {"num_envs": 1000, "num_steps": 50, "ent_coef": 0.1}),
+        (["--scenario", "surface_double_grids"], "a2c", {"num_envs": 5000, "ent_coef": 0.2}),
+        (["--scenario", "diffusion2d"], "ppo", {"num_steps": 500, "norm_adv": True, "ent_coef": 0.1}),
+        (["--env-params", "{scenario: diffusion3d}"], "ppo", {"ent_coef": 0.5, "ent_coef_final": 0.01}),
+        # Flags still win over the scenario's preset.
+        (["--scenario", "diffusion3d", "--algo", "a2c", "--ent-coef", "0.3"], "a2c", {"ent_coef": 0.3}),
+        (["--scenario", "gas1", "--algo", "ppo"], "ppo", {"num_steps": 500, "ent_coef": 0.1}),
+    ],
+)
+def test_a_scenario_trains_with_its_own_preset(argv, algo, expected):
+    from warpsci.cli import build_parser, resolve_train_config
+    from warpsci.config import TrainConfig
+
+    data = resolve_train_config(build_parser().parse_args(["train", "CatalysisOneAtom-v0", *argv]))
+    config = TrainConfig.from_dict(data)
+    assert config.algo == algo
+    assert {name: getattr(config, name) for name in expected} == expected
+
+
+def test_a_config_file_scenario_picks_the_preset_and_the_file_still_wins(tmp_path):
+    from warpsci.cli import build_parser, resolve_train_config
+
+    path = tmp_path / "run.yaml"
+    path.write_text("env_params: {scenario: diffusion3d}\nseed: 5\n")
+    data = resolve_train_config(
+        build_parser().parse_args(["train", "CatalysisOneAtom-v0", "--config", str(path)])
+    )
+    assert (data["algo"], data["ent_coef_final"], data["seed"]) == ("ppo", 0.01, 5)
+    assert data["env_params"] == {"scenario": "diffusion3d"}
+
+
 def test_algo_flag_selects_the_a2c_preset_and_trainer(tmp_path):
     run_dir = tmp_path / "run"
     argv = ["train", "CartPole-v1", "--algo", "a2c", "--device", "cpu", "--total-steps", "640"]

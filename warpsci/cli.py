@@ -35,25 +35,41 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def preset(env_id: str, algo: str = "ppo") -> dict[str, Any]:
-    """The packaged training preset of ``algo`` for ``env_id`` (empty when there is none)."""
+def _packaged_config(*parts: str) -> dict[str, Any]:
+    """A YAML file under the package's ``configs`` folder (empty when there is none)."""
     from warpsci.config import load_yaml
 
-    path = resources.files("warpsci") / "configs" / algo / f"{env_id}.yaml"
+    path = resources.files("warpsci").joinpath("configs", *parts)
     if not path.is_file():
         return {}
     with resources.as_file(path) as real_path:
         return load_yaml(real_path)
 
 
+def preset(env_id: str, algo: str = "ppo", scenario: str | None = None) -> dict[str, Any]:
+    """The packaged training preset of ``algo`` for ``env_id`` (empty when there is none), with the
+    fields its ``scenarios:`` section sets for ``scenario`` (an environment's named scenario, such as
+    a catalysis one) in place of the preset's own."""
+    data = _packaged_config(algo, f"{env_id}.yaml")
+    by_scenario = data.pop("scenarios", None) or {}
+    return {**data, **(by_scenario.get(scenario) or {})}
+
+
+def preset_algo(env_id: str, scenario: str | None = None) -> str:
+    """The algorithm whose preset ``warpsci train`` uses when neither ``--algo`` nor a ``--config``
+    file names one: as ``configs/algorithms.yaml`` says for ``env_id`` and ``scenario``, else PPO."""
+    choice = _packaged_config("algorithms.yaml").get(env_id) or {}
+    return (choice.get("scenarios") or {}).get(scenario) or choice.get("default") or "ppo"
+
+
 def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
-    """Preset, then ``--config`` file, then command-line flags: later ones win."""
+    """Preset, then ``--config`` file, then command-line flags: later ones win. The preset is the
+    one of the algorithm and scenario these name (``--scenario``, else a scenario in
+    ``--env-params``, else in the file)."""
     from warpsci.config import load_yaml
+    from warpsci.config_fields import coerce
 
     from_file = load_yaml(args.config) if args.config else {}
-    algo = args.algo or from_file.get("algo", "ppo")
-    data: dict[str, Any] = {"env_id": args.env_id, **preset(args.env_id, algo), **from_file}
-    data["env_id"] = args.env_id
     flags = {
         "device": args.device,
         "num_envs": args.num_envs,
@@ -64,14 +80,17 @@ def resolve_train_config(args: argparse.Namespace) -> dict[str, Any]:
         "compile": True if args.compile else None,
     }
     flags.update({name: getattr(args, f"field_{name}") for name in _generated_fields()})
-    if flags.get("env_params") is not None:  # merged into the preset's and the file's, not replacing them
-        from warpsci.config_fields import coerce
-
-        given = coerce("env_params", flags.pop("env_params"), dict[str, Any])
-        data["env_params"] = {**(data.get("env_params") or {}), **given}
+    given_params = flags.pop("env_params", None)
+    given_params = {} if given_params is None else coerce("env_params", given_params, dict[str, Any])
     if args.scenario is not None:
-        data["env_params"] = {**(data.get("env_params") or {}), "scenario": args.scenario}
+        given_params["scenario"] = args.scenario
+    scenario = given_params.get("scenario", (from_file.get("env_params") or {}).get("scenario"))
+    algo = args.algo or from_file.get("algo") or preset_algo(args.env_id, scenario)
+    data: dict[str, Any] = {**preset(args.env_id, algo, scenario), **from_file, "env_id": args.env_id}
+    if given_params:  # merged into the preset's and the file's, not replacing them
+        data["env_params"] = {**(data.get("env_params") or {}), **given_params}
     data.update({key: value for key, value in flags.items() if value is not None})
+    data.setdefault("algo", algo)
     data.setdefault("device", default_device())
     return data
 
