@@ -227,7 +227,7 @@ def test_every_scenario_section_and_algorithm_choice_names_what_exists():
     assert sections >= 3
     choices = _packaged_config("algorithms.yaml")
     assert choices and set(choices) <= names
-    for env_id, choice in choices.items():
+    for choice in choices.values():
         assert set(choice) <= {"default", "scenarios"}
         assert {choice.get("default", "ppo"), *choice.get("scenarios", {}).values()} <= {"ppo", "a2c"}
         assert set(choice.get("scenarios", {})) <= set(SCENARIOS)

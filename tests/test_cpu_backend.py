@@ -12,7 +12,8 @@ from warpsci.backends.cpu import CHUNK_SIZE, CpuKernels
 
 def _arrays(env) -> dict[str, np.ndarray]:
     arrays = {f"state.{name}": tensor.numpy().copy() for name, tensor in env.state_tensors.items()}
-    arrays.update({f"buffers.{name}": tensor.numpy().copy() for name, tensor in env.buffers._asdict().items()})
+    buffers = env.buffers._asdict().items()
+    arrays.update({f"buffers.{name}": tensor.numpy().copy() for name, tensor in buffers})
     return arrays
 
 
