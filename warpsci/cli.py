@@ -547,7 +547,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--num-envs", type=_positive_int, help="environments in parallel")
     train.add_argument("--total-steps", type=_positive_int, help="environment steps to train for")
     train.add_argument("--seed", type=int, help="seed (default 1)")
-    train.add_argument("--algo", choices=["ppo", "a2c"], help="algorithm (default: the preset's, else ppo)")
+    train.add_argument(
+        "--algo",
+        choices=["ppo", "a2c"],
+        help="algorithm (default: the config file's, else configs/algorithms.yaml's for the environment and "
+        "scenario, else ppo)",
+    )
     train.add_argument("--config", help="YAML file of TrainConfig fields")
     train.add_argument("--run-dir", help="folder for config, progress.csv, checkpoints")
     train.add_argument(
