@@ -238,7 +238,11 @@ def test_every_scenario_section_and_algorithm_choice_names_what_exists():
     [
         # No scenario: the environment's default (surface) with the published A2C settings.
         ([], "a2c", {"num_envs": 1000, "num_steps": 50, "ent_coef": 0.1}),
-        (["--scenario", "surface_double_grids"], "a2c", {"num_envs": 5000, "ent_coef": 0.2}),
+        (
+            ["--scenario", "surface_double_grids"],
+            "a2c",
+            {"num_envs": 500, "num_steps": 500, "ent_coef": 0.2, "neg_pos_env_ratio": 5.0},
+        ),
         (["--scenario", "diffusion2d"], "ppo", {"num_steps": 500, "norm_adv": True, "ent_coef": 0.1}),
         (["--env-params", "{scenario: diffusion3d}"], "ppo", {"ent_coef": 0.5, "ent_coef_final": 0.01}),
         # Flags still win over the scenario's preset.

@@ -163,3 +163,33 @@ def test_captured_compiled_training_equals_eager_compiled_training():
     losses = [row["losses/value_loss"] for row in captured_result.history]
     expected = [row["losses/value_loss"] for row in eager_result.history]
     assert losses == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_down_sampled_rows_are_drawn_alike_captured_and_eager(algo):
+    """neg_pos_env_ratio inside the captured rollout: the same rows kept, the same weights, as eager."""
+
+    def run(capture: bool):
+        config = TrainConfig(
+            env_id="CartPole-v1",
+            algo=algo,
+            device="cuda",
+            seed=3,
+            num_envs=512,
+            num_steps=16,
+            total_timesteps=512 * 16 * 5,
+            capture_graphs=capture,
+            neg_pos_env_ratio=0.5,
+        )
+        trainer = make_trainer(config)
+        return trainer, trainer.train()
+
+    eager, eager_result = run(False)
+    captured, captured_result = run(True)
+    assert captured._graph is not None and captured._graph.captures == 1
+    torch.testing.assert_close(captured.buffer.valid, eager.buffer.valid)
+    kept = [row["charts/rows_trained"] for row in captured_result.history]
+    assert kept == [row["charts/rows_trained"] for row in eager_result.history]
+    assert min(kept) < 1.0
+    for a, b in zip(captured.policy.parameters(), eager.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -313,3 +313,109 @@ def test_compiled_update_equals_the_eager_update(algo):
     for name, value in eager_metrics.items():
         if name.startswith("losses/"):
             assert compiled_metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+
+
+def _rollout_with_endings(num_steps: int, num_rows: int, terminated_rows, truncated_rows):
+    from warpsci.rollout import RolloutBuffer
+
+    buffer = RolloutBuffer(num_steps, num_rows, (3,), (), torch.device("cpu"))
+    buffer.valid.fill_(1.0)
+    for row in terminated_rows:
+        buffer.dones[row % num_steps, row] = 1.0
+    for row in truncated_rows:
+        buffer.dones[num_steps - 1, row] = 1.0
+        buffer.truncated[num_steps - 1, row] = 1.0
+    return buffer
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.0, 2.5, 5.0])
+def test_down_sampling_keeps_every_success_and_ratio_times_as_many_others(ratio):
+    """WarpDrive's neg_pos_env_ratio: rows that terminated are all kept, floor(ratio * positives)
+    others drawn at random (time limits are not successes), the rest weighted out of every step."""
+    from warpsci.rollout import keep_successful_rows
+
+    terminated, truncated = [3, 17, 40], [5, 6, 7]
+    generator = torch.Generator().manual_seed(0)
+    chosen = set()
+    for _ in range(20):
+        buffer = _rollout_with_endings(8, 64, terminated, truncated)
+        kept = int(keep_successful_rows(buffer, ratio, generator))
+        row_weights = buffer.valid.amax(dim=0)
+        assert torch.equal(buffer.valid, row_weights.expand_as(buffer.valid))  # whole rows
+        kept_rows = set(torch.nonzero(row_weights).flatten().tolist())
+        assert set(terminated) <= kept_rows
+        assert kept == len(kept_rows) == len(terminated) + math.floor(ratio * len(terminated))
+        chosen |= kept_rows - set(terminated)
+    assert len(chosen) > 3 * math.floor(ratio * len(terminated)) // 2  # a new draw every rollout
+
+
+def test_down_sampling_keeps_every_row_without_a_success_or_with_few_others():
+    from warpsci.rollout import keep_successful_rows
+
+    generator = torch.Generator().manual_seed(0)
+    no_success = _rollout_with_endings(4, 10, [], [1, 2])
+    assert int(keep_successful_rows(no_success, 5.0, generator)) == 10
+    assert bool((no_success.valid == 1).all())
+    few_others = _rollout_with_endings(4, 10, [0, 1, 2], [])  # 7 others, 15 allowed
+    assert int(keep_successful_rows(few_others, 5.0, generator)) == 10
+
+
+def test_down_sampled_rows_do_not_move_the_a2c_loss():
+    """The loss over the kept rows equals the loss over a rollout holding only those rows."""
+    from warpsci.a2c import a2c_losses
+    from warpsci.networks import ActorCritic
+
+    torch.manual_seed(0)
+    config = TrainConfig(algo="a2c", num_envs=6, num_steps=4, norm_adv=True, hidden_sizes=(8,))
+    policy = ActorCritic.for_config(config, gymnasium.spaces.Box(-1, 1, (3,)), gymnasium.spaces.Discrete(2))
+    obs, actions = torch.randn(4, 6, 3), torch.randint(0, 2, (4, 6))
+    advantages, returns = torch.randn(4, 6), torch.randn(4, 6)
+    weights = torch.zeros(4, 6)
+    weights[:, [1, 4]] = 1.0
+    weighted = a2c_losses(
+        policy,
+        config,
+        (
+            obs.flatten(0, 1),
+            actions.flatten(),
+            advantages.flatten(),
+            returns.flatten(),
+            weights.flatten(),
+            None,
+        ),
+    )
+    kept = [1, 4]
+    alone = a2c_losses(
+        policy,
+        config,
+        (
+            obs[:, kept].flatten(0, 1),
+            actions[:, kept].flatten(),
+            advantages[:, kept].flatten(),
+            returns[:, kept].flatten(),
+            None,
+            None,
+        ),
+    )
+    assert float(weighted["loss"]) == pytest.approx(float(alone["loss"]), rel=1e-5)
+
+
+def test_neg_pos_env_ratio_trains_and_reports_the_rows_it_kept():
+    from warpsci.algorithms import make_trainer
+
+    config = TrainConfig(
+        env_id="CartPole-v1",
+        algo="a2c",
+        device="cpu",
+        num_envs=32,
+        num_steps=8,
+        total_timesteps=32 * 8 * 4,
+        checkpoint_every=0,
+        neg_pos_env_ratio=0.5,
+    )
+    history = make_trainer(config).train().history
+    fractions = [row["charts/rows_trained"] for row in history]
+    assert all(0 < fraction <= 1 for fraction in fractions)
+    # Random Cartpole play lasts about 22 steps: after the first, an 8-step rollout ends the episodes
+    # of about a third of the rows, and half as many others are drawn.
+    assert fractions[0] == 1.0 and max(fractions[1:]) < 0.75

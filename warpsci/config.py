@@ -41,6 +41,7 @@ GROUP_KEYS = (
     "num_minibatches",
     "normalize_obs",
     "normalize_reward",
+    "neg_pos_env_ratio",
 )
 
 
@@ -128,6 +129,13 @@ class TrainConfig:
     run (cached on disk by torch afterwards) and needs Triton on CUDA, a C++ compiler on the CPU.
     Results equal the eager run's up to float rounding. The rollout's forward pass stays eager: on
     the H100, compiling it made the rollout slower."""
+    neg_pos_env_ratio: float | None = None
+    """WarpDrive's down-sampling of unsuccessful trajectories, published with HDRL-FP's
+    ``surface_double_grids`` scenario (ratio 5): after each rollout, every row whose episode
+    terminated within it (reached its goal, not a time limit) is trained on, and at most this many
+    times as many other rows, drawn at random; the rest are weighted out of that iteration's loss.
+    A rollout without a terminated row trains on every row. Meant for sparse successes over
+    whole-episode rollouts (``num_steps`` at least the episode length). None (default): every row."""
     target_return: float | None = None
     """Stop as soon as the mean return of the last 100 episodes reaches this; None trains to the end."""
     checkpoint_every: int = 50

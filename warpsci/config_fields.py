@@ -56,6 +56,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "vf_coef": (_non_negative, "a number >= 0"),
     "max_grad_norm": (_positive, "a positive number"),
     "target_kl": (_positive, "a positive number (or null)"),
+    "neg_pos_env_ratio": (_positive, "a positive number (or null: train on every row)"),
     "checkpoint_every": (_non_negative, "an integer >= 0 (0: off)"),
     "checkpoint_every_s": (_non_negative, "a number of seconds >= 0 (0: off)"),
     "keep_checkpoints": (_positive, "an integer >= 1"),

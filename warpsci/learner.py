@@ -56,8 +56,10 @@ class PolicyLearner:
         self.kernels = RolloutKernels(
             env, self.buffer, self.policy.kind, getattr(self.policy, "actor_logstd", None), self.agents
         )
-        # Agents can leave the game: their rows are weighted out of the loss.
-        self.masked_rows = env.definition.is_agent_done is not None
+        # Agents can leave the game, or unsuccessful rows are down-sampled: rows weighted in the loss.
+        self.masked_rows = env.definition.is_agent_done is not None or config.neg_pos_env_ratio is not None
+        # Rows trained on in the last rollout (with ``neg_pos_env_ratio``), a device scalar.
+        self.kept_rows = torch.tensor(float(self.num_rows), device=device)
         # A device scalar, so that an annealed coefficient reaches a graph-replayed update.
         self.ent_coef = torch.tensor(float(config.ent_coef), device=device)
         first = self.agents[0]

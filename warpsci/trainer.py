@@ -37,7 +37,7 @@ from warpsci.graphs import GraphReplay
 from warpsci.learner import PolicyLearner, set_learning_rate
 from warpsci.networks import ActorCritic
 from warpsci.registry import make
-from warpsci.rollout import RolloutBuffer
+from warpsci.rollout import RolloutBuffer, keep_successful_rows
 from warpsci.run_safety import NonFiniteError, RunFolderError, RunLock, StopSignals, holds_run
 from warpsci.vector_env import WarpVectorEnv
 
@@ -355,6 +355,9 @@ class OnPolicyTrainer:
         self.collect_rollout()
         for learner in self.learners:
             self.compute_advantages(learner=learner)
+            ratio = learner.config.neg_pos_env_ratio
+            if ratio is not None:
+                learner.kept_rows.copy_(keep_successful_rows(learner.buffer, ratio, self.generator))
 
     def compute_advantages(
         self, next_obs: torch.Tensor | None = None, learner: PolicyLearner | None = None
@@ -403,7 +406,10 @@ class OnPolicyTrainer:
     def _all_updates(self) -> dict[str, torch.Tensor]:
         losses = {}
         for learner in self.learners:
-            for name, value in self.update(learner).items():
+            learner_losses = self.update(learner)
+            if learner.config.neg_pos_env_ratio is not None:
+                learner_losses["charts/rows_trained"] = learner.kept_rows / learner.num_rows
+            for name, value in learner_losses.items():
                 losses[name if len(self.learners) == 1 else f"{name}/{learner.name}"] = value
         return losses
 
