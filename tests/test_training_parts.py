@@ -397,7 +397,7 @@ def test_down_sampled_rows_do_not_move_the_a2c_loss():
             None,
         ),
     )
-    assert float(weighted["loss"]) == pytest.approx(float(alone["loss"]), rel=1e-5)
+    assert weighted["loss"].detach().item() == pytest.approx(alone["loss"].detach().item(), rel=1e-5)
 
 
 def test_neg_pos_env_ratio_trains_and_reports_the_rows_it_kept():

@@ -14,6 +14,7 @@ from warpsci.config import TrainConfig
 from warpsci.environment import AgentGroup, flat_size, mask_size
 from warpsci.networks import ActorCritic
 from warpsci.normalization import RewardScaler
+from warpsci.optimizers import Adam, Optimizer, RMSprop
 from warpsci.rollout import RecentEpisodes, RolloutBuffer
 from warpsci.rollout_kernels import RolloutKernels
 
@@ -123,10 +124,9 @@ class PolicyLearner:
         return tensor if columns is None else tensor.index_select(1, columns)
 
 
-def build_optimizer(
-    config: TrainConfig, policy: ActorCritic, capturable: bool = False
-) -> torch.optim.Optimizer:
-    """Adam (eps 1e-5) or RMSprop (alpha 0.99, eps 1e-5) over the policy's parameters.
+def build_optimizer(config: TrainConfig, policy: ActorCritic, capturable: bool = False) -> Optimizer:
+    """Adam (eps 1e-5) or RMSprop (alpha 0.99, eps 1e-5) over the policy's parameters
+    (:mod:`warpsci.optimizers`: torch.optim's arithmetic without its start-up cost).
 
     ``capturable`` (for CUDA-graph replay) keeps the step counts and the learning rate in device
     tensors, so that a replayed step reads the current learning rate; Adam then also uses torch's
@@ -137,13 +137,11 @@ def build_optimizer(
     if capturable:
         learning_rate = torch.tensor(config.learning_rate, device=parameters[0].device)
     if config.optimizer == "rmsprop":
-        options = {"capturable": True} if capturable else {}
-        return torch.optim.RMSprop(parameters, lr=learning_rate, alpha=0.99, eps=1e-5, **options)
-    options = {"capturable": True, "fused": True} if capturable else {}
-    return torch.optim.Adam(parameters, lr=learning_rate, eps=1e-5, **options)
+        return RMSprop(parameters, lr=learning_rate, alpha=0.99, eps=1e-5, capturable=capturable)
+    return Adam(parameters, lr=learning_rate, eps=1e-5, capturable=capturable)
 
 
-def set_learning_rate(optimizer: torch.optim.Optimizer, value: float) -> None:
+def set_learning_rate(optimizer: Optimizer, value: float) -> None:
     """Set every group's learning rate, in place where it is a tensor (a captured update reads it)."""
     for group in optimizer.param_groups:
         if isinstance(group["lr"], torch.Tensor):

@@ -36,6 +36,7 @@ from warpsci.config import TrainConfig
 from warpsci.graphs import GraphReplay
 from warpsci.learner import PolicyLearner, set_learning_rate
 from warpsci.networks import ActorCritic
+from warpsci.optimizers import Optimizer
 from warpsci.registry import make
 from warpsci.rollout import RolloutBuffer, keep_successful_rows
 from warpsci.run_safety import NonFiniteError, RunFolderError, RunLock, StopSignals, holds_run
@@ -159,7 +160,7 @@ class OnPolicyTrainer:
         return self.single.policy
 
     @property
-    def optimizer(self) -> torch.optim.Optimizer:
+    def optimizer(self) -> Optimizer:
         """The optimizer of a one-policy run."""
         return self.single.optimizer
 
@@ -258,11 +259,8 @@ class OnPolicyTrainer:
         for learner in self.learners:
             state = saved[learner.name]
             learner.policy.load_state_dict(state["policy"])
+            # (A checkpoint of a CPU run holds a float learning rate; it fills a CUDA run's tensor.)
             learner.optimizer.load_state_dict(state["optimizer"])
-            if self.device.type == "cuda":
-                # A checkpoint of a CPU run holds float learning rates; a captured update needs tensors.
-                for group in learner.optimizer.param_groups:
-                    group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=self.device)
             if learner.reward_scaler is not None and state.get("reward_scaler") is not None:
                 learner.reward_scaler.load_state_dict(state["reward_scaler"])
         self.iteration = int(payload["iteration"])
