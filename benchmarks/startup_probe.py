@@ -36,6 +36,7 @@ mark("reset kernel loaded and run")
 env.step_in_place()
 torch.cuda.synchronize()
 mark("step kernel loaded and run")
+from warpsci.algorithms import make_trainer  # noqa: E402
 from warpsci.cli import preset  # noqa: E402
 from warpsci.config import TrainConfig  # noqa: E402
 
@@ -45,7 +46,7 @@ import pstats  # noqa: E402
 
 profiler = cProfile.Profile()
 profiler.enable()
-trainer = warpsci.trainer.make_trainer(config)
+trainer = make_trainer(config)
 profiler.disable()
 mark("trainer built")
 pstats.Stats(profiler).sort_stats("cumulative").print_stats(18)
@@ -57,3 +58,6 @@ for label in ("iteration 1 (eager warm-up)", "iteration 2 (capture)", "iteration
     trainer.run_update()
     torch.cuda.synchronize()
     mark(label)
+import sys  # noqa: E402
+
+print(f"  torch._dynamo imported: {'torch._dynamo' in sys.modules}")
