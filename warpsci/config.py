@@ -33,6 +33,7 @@ GROUP_KEYS = (
     "hidden_sizes",
     "activation",
     "shared_trunk",
+    "bf16",
     "log_std_init",
     "norm_adv",
     "gamma",
@@ -122,6 +123,14 @@ class TrainConfig:
     A2C: update 63 -> 19 ms, end to end 0.20M -> 0.65M env steps/s; BENCHMARKS.md). Outputs and
     gradients equal PyTorch's up to TF32 rounding. Other networks, the CPU and ``compile`` use
     PyTorch's layers; ``--no-fused-mlp`` does everywhere."""
+    bf16: bool = False
+    """Run the networks' matrix products in bfloat16 (``torch.autocast``), in the rollout's forward
+    passes, the critic's pass and the update; weights, gradients, optimizer state and losses stay
+    float32, and every network output is returned as float32. Half the memory traffic of the hidden
+    activations and twice the tensor-core rate of TF32, for 8-bit mantissas in the products. Applies
+    to PyTorch's layers: networks that the fused kernels run (``fused_mlp`` on CUDA) keep them, so
+    combine it with ``--no-fused-mlp`` for those. Works on the CPU too (fast where the CPU has
+    bfloat16 instructions, e.g. AMX)."""
     compile: bool = False
     """``torch.compile`` (inductor) the update's loss with its backward pass: the minibatch gather,
     the element-wise work and the reductions are fused into a few generated kernels instead of

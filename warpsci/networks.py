@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from warpsci.fused_mlp import fused_mlp
+from warpsci.fused_mlp import can_fuse, fused_mlp
 from warpsci.normalization import ObservationNormalizer
 from warpsci.sampling import (
     MASKED_LOGIT,
@@ -106,6 +106,8 @@ class ActorCritic(nn.Module):
         shared_trunk: One stack of hidden layers for the actor and the critic, with a policy head
             and a value head on top (WarpDrive's ``FullyConnected``: about half the arithmetic of
             two networks), instead of two networks. Default False.
+        bf16: Matrix products of PyTorch's layers in bfloat16 (``torch.autocast``), outputs
+            returned as float32 (:attr:`warpsci.config.TrainConfig.bf16`). Default False.
 
     ``actor`` and ``critic`` are ``nn.Sequential`` modules from observations to the actor's raw
     output and to the value; with a shared trunk both start with the same trunk module.
@@ -121,8 +123,10 @@ class ActorCritic(nn.Module):
         fused: bool = False,
         activation: str = "tanh",
         shared_trunk: bool = False,
+        bf16: bool = False,
     ) -> None:
         super().__init__()
+        self.bf16 = bf16
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
         self.fused = fused
@@ -190,14 +194,22 @@ class ActorCritic(nn.Module):
             fused=config.fused_mlp,
             activation=config.activation,
             shared_trunk=config.shared_trunk,
+            bf16=config.bf16,
         )
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Observations as the networks see them."""
         return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
 
-    def _run(self, network: nn.Sequential, features: torch.Tensor) -> torch.Tensor:
-        return fused_mlp(network, features) if self.fused else network(features)
+    def _run(self, network: nn.Module, features: torch.Tensor) -> torch.Tensor:
+        """``network(features)``: through the fused kernels, in bfloat16 products, or as it is."""
+        if self.fused and can_fuse(network, features):
+            return fused_mlp(network, features)
+        if self.bf16:
+            # Not cached: a CUDA graph replays the casts of weights an update has changed.
+            with torch.autocast(features.device.type, dtype=torch.bfloat16, cache_enabled=False):
+                return network(features).float()
+        return network(features)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, shaped ``obs.shape[:-1]``."""
@@ -217,8 +229,8 @@ class ActorCritic(nn.Module):
         """The actor's raw output and the values of normalised observations, the trunk run once
         when it is shared."""
         if self.shared_trunk:
-            hidden = self.actor[0](features)
-            return self.actor[1](hidden), self.critic[1](hidden).squeeze(-1)
+            hidden = self._run(self.actor[0], features)
+            return self._run(self.actor[1], hidden), self._run(self.critic[1], hidden).squeeze(-1)
         return self._run(self.actor, features), self._run(self.critic, features).squeeze(-1)
 
     def act_and_value(
