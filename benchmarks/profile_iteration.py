@@ -1,11 +1,12 @@
 """Where one training iteration spends its time on the GPU: rollout (environment steps, policy
 forward, sampling, storage, advantages) against the update, then the top CUDA kernels.
 
-Run on a machine with a CUDA GPU:  python benchmarks/profile_iteration.py OUT_DIR [compile] [warpdrive]
+Run on a machine with a CUDA GPU:
+    python benchmarks/profile_iteration.py OUT_DIR [compile] [warpdrive] [bf16]
 (``compile``: ``TrainConfig.compile``, the update's loss through torch.compile; ``warpdrive``:
 WarpDrive's network, one ReLU trunk with a policy head and a value head, instead of separate tanh
-actor and critic). Profiles Tag continuous at 2,000 x 110 (A2C, [256, 256] per group, 10-step
-rollouts) and prints a short table; writes profile_iteration[_compiled][_warpdrive].json.
+actor and critic; ``bf16``: ``TrainConfig.bf16``, the networks' products in bfloat16). Profiles Tag continuous at 2,000 x 110 (A2C, [256, 256] per group, 10-step
+rollouts) and prints a short table; writes profile_iteration[_compiled][_warpdrive][_bf16].json.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def timed(function, repeats: int = 7) -> float:
     return statistics.median(times)
 
 
-def main(out_dir: str, compile_loss: bool = False, warpdrive_network: bool = False) -> None:
+def main(
+    out_dir: str, compile_loss: bool = False, warpdrive_network: bool = False, bf16: bool = False
+) -> None:
     config = TrainConfig(
         env_id="TagContinuous-v0",
         algo="a2c",
@@ -51,6 +54,7 @@ def main(out_dir: str, compile_loss: bool = False, warpdrive_network: bool = Fal
         compile=compile_loss,
         activation="relu" if warpdrive_network else "tanh",
         shared_trunk=warpdrive_network,
+        bf16=bf16,
     )
     trainer = make_trainer(config)
     trainer.train()
@@ -69,7 +73,8 @@ def main(out_dir: str, compile_loss: bool = False, warpdrive_network: bool = Fal
         "date": time.strftime("%Y-%m-%d"),
         "case": "TagContinuous-v0 2,000 x 110, A2C [256, 256] per group, 10-step rollouts"
         + (", compiled loss" if compile_loss else "")
-        + (", WarpDrive's network (shared ReLU trunk)" if warpdrive_network else ", separate tanh networks"),
+        + (", WarpDrive's network (shared ReLU trunk)" if warpdrive_network else ", separate tanh networks")
+        + (", bfloat16 products" if bf16 else ""),
         "rollout_ms": rollout_s * 1e3,
         "update_ms": update_s * 1e3,
         "env_only_ms_for_the_rollout_steps": env_s * 1e3,
@@ -78,6 +83,7 @@ def main(out_dir: str, compile_loss: bool = False, warpdrive_network: bool = Fal
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     suffix = ("_compiled" if compile_loss else "") + ("_warpdrive" if warpdrive_network else "")
+    suffix += "_bf16" if bf16 else ""
     (out / f"profile_iteration{suffix}.json").write_text(json.dumps(report, indent=2))
     (out / f"profile_kernels{suffix}.txt").write_text(table)
     print(json.dumps(report, indent=1))
@@ -85,4 +91,5 @@ def main(out_dir: str, compile_loss: bool = False, warpdrive_network: bool = Fal
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], compile_loss="compile" in sys.argv[2:], warpdrive_network="warpdrive" in sys.argv[2:])
+    flags = sys.argv[2:]
+    main(sys.argv[1], "compile" in flags, "warpdrive" in flags, "bf16" in flags)

@@ -193,3 +193,33 @@ def test_down_sampled_rows_are_drawn_alike_captured_and_eager(algo):
     assert min(kept) < 1.0
     for a, b in zip(captured.policy.parameters(), eager.policy.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_bf16_training_captured_equals_eager():
+    """autocast inside the captured rollout and update (WarpDrive's network: PyTorch's layers)."""
+
+    def run(capture: bool):
+        config = TrainConfig(
+            env_id="CartPole-v1",
+            device="cuda",
+            seed=3,
+            num_envs=512,
+            num_steps=32,
+            total_timesteps=512 * 32 * 5,
+            capture_graphs=capture,
+            bf16=True,
+            activation="relu",
+            shared_trunk=True,
+        )
+        trainer = make_trainer(config)
+        return trainer, trainer.train()
+
+    eager, eager_result = run(False)
+    captured, captured_result = run(True)
+    assert captured._graph is not None and captured._update_graph is not None
+    for name in ("obs", "actions", "advantages", "returns"):
+        torch.testing.assert_close(
+            getattr(captured.buffer, name), getattr(eager.buffer, name), rtol=1e-3, atol=1e-3, msg=name
+        )
+    for a, b in zip(captured.policy.parameters(), eager.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
