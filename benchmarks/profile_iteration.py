@@ -5,8 +5,9 @@ Run on a machine with a CUDA GPU:
     python benchmarks/profile_iteration.py OUT_DIR [compile] [warpdrive] [bf16]
 (``compile``: ``TrainConfig.compile``, the update's loss through torch.compile; ``warpdrive``:
 WarpDrive's network, one ReLU trunk with a policy head and a value head, instead of separate tanh
-actor and critic; ``bf16``: ``TrainConfig.bf16``, the networks' products in bfloat16). Profiles Tag continuous at 2,000 x 110 (A2C, [256, 256] per group, 10-step
-rollouts) and prints a short table; writes profile_iteration[_compiled][_warpdrive][_bf16].json.
+actor and critic; ``bf16``: ``TrainConfig.bf16``, the networks' products in bfloat16). Profiles
+Tag continuous at 2,000 x 110 (A2C, [256, 256] per group, 10-step rollouts) and prints a short
+table; writes profile_iteration[_compiled][_warpdrive][_bf16].json.
 """
 
 from __future__ import annotations
