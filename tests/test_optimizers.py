@@ -106,6 +106,20 @@ def test_bad_arguments_are_refused():
     ours = Adam(_network(0).parameters())
     with pytest.raises(ValueError, match="holds 2 parameters"):
         ours.load_state_dict(Adam(torch.nn.Linear(2, 2).parameters()).state_dict())
+    other = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    with pytest.raises(
+        ValueError, match=r"exp_avg of parameter 0 has shape \(8, 5\); the parameter has \(16, 5\)"
+    ):
+        ours.load_state_dict(Adam(other.parameters()).state_dict())
+
+
+def test_a_parameter_without_saved_state_starts_afresh():
+    network = _network(4)
+    ours = Adam(network.parameters(), lr=1e-2)
+    _train(network, ours, 3)
+    fresh = torch.optim.Adam(_network(4).parameters(), lr=1e-2).state_dict()  # no state before a step
+    ours.load_state_dict(fresh)
+    assert all(float(entry["step"]) == 0 and not entry["exp_avg"].any() for entry in ours.state.values())
 
 
 def test_training_does_not_import_torch_dynamo():

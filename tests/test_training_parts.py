@@ -400,6 +400,16 @@ def test_down_sampled_rows_do_not_move_the_a2c_loss():
     assert weighted["loss"].detach().item() == pytest.approx(alone["loss"].detach().item(), rel=1e-5)
 
 
+def test_neg_pos_env_ratio_is_refused_for_environments_of_several_agents():
+    from warpsci.algorithms import make_trainer
+
+    config = TrainConfig(
+        env_id="TagGridworld-v0", num_envs=2, num_steps=4, total_timesteps=8, neg_pos_env_ratio=5
+    )
+    with pytest.raises(ValueError, match="whole environments of one agent; TagGridworld-v0 has"):
+        make_trainer(config)
+
+
 def test_neg_pos_env_ratio_trains_and_reports_the_rows_it_kept():
     from warpsci.algorithms import make_trainer
 

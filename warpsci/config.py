@@ -125,8 +125,9 @@ class TrainConfig:
     PyTorch's layers; ``--no-fused-mlp`` does everywhere."""
     bf16: bool = False
     """Run the networks' matrix products in bfloat16 (``torch.autocast``), in the rollout's forward
-    passes, the critic's pass and the update; weights, gradients, optimizer state and losses stay
-    float32, and every network output is returned as float32. Half the memory traffic of the hidden
+    passes, the critic's pass and the update; weights, optimizer state and losses stay float32,
+    gradients are float32 tensors computed from bfloat16 products, and every network output is
+    returned as float32. Half the memory traffic of the hidden
     activations and twice the tensor-core rate of TF32, for 8-bit mantissas in the products. Applies
     to PyTorch's layers: networks that the fused kernels run (``fused_mlp`` on CUDA) keep them, so
     combine it with ``--no-fused-mlp`` for those. Works on the CPU too (fast where the CPU has
@@ -140,10 +141,13 @@ class TrainConfig:
     the H100, compiling it made the rollout slower."""
     neg_pos_env_ratio: float | None = None
     """WarpDrive's down-sampling of unsuccessful trajectories, published with HDRL-FP's
-    ``surface_double_grids`` scenario (ratio 5): after each rollout, every row whose episode
-    terminated within it (reached its goal, not a time limit) is trained on, and at most this many
-    times as many other rows, drawn at random; the rest are weighted out of that iteration's loss.
-    A rollout without a terminated row trains on every row. Meant for sparse successes over
+    ``surface_double_grids`` scenario (ratio 5), for environments of one agent: after each
+    rollout, every environment whose episode terminated within it (not by a time limit: in an
+    environment where only reaching the goal terminates, a success) is trained on, and at most
+    this many times as many others, drawn at random; the rest are weighted out of that iteration's
+    loss (PPO's minibatches keep their size and weigh the rows they hold). A rollout without a
+    terminated episode trains on every environment; with several training processes each decides
+    for its own environments, as WarpDrive's does per GPU. Meant for sparse successes over
     whole-episode rollouts (``num_steps`` at least the episode length). None (default): every row."""
     target_return: float | None = None
     """Stop as soon as the mean return of the last 100 episodes reaches this; None trains to the end."""

@@ -57,6 +57,11 @@ class PolicyLearner:
         self.kernels = RolloutKernels(
             env, self.buffer, self.policy.kind, getattr(self.policy, "actor_logstd", None), self.agents
         )
+        if config.neg_pos_env_ratio is not None and env.num_agents != 1:
+            raise ValueError(
+                f"neg_pos_env_ratio down-samples whole environments of one agent; {config.env_id} has "
+                f"{env.num_agents} agents an environment: leave neg_pos_env_ratio unset for it"
+            )
         # Agents can leave the game, or unsuccessful rows are down-sampled: rows weighted in the loss.
         self.masked_rows = env.definition.is_agent_done is not None or config.neg_pos_env_ratio is not None
         # Rows trained on in the last rollout (with ``neg_pos_env_ratio``), a device scalar.

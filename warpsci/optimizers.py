@@ -76,8 +76,10 @@ class Optimizer:
         return {"state": state, "param_groups": [group]}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Load a ``state_dict`` of this class or of the ``torch.optim`` optimizer of the same name;
-        tensors move to where this optimizer keeps them."""
+        """Load a ``state_dict`` of this class or of the ``torch.optim`` optimizer of the same name:
+        the learning rate, step counts and moments (copied into this optimizer's tensors, so they
+        stay where it keeps them; a parameter with no saved state starts afresh). The other
+        hyperparameters (betas, eps, alpha) stay the constructor's."""
         groups = state_dict["param_groups"]
         if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
             raise ValueError(
@@ -92,9 +94,17 @@ class Optimizer:
             group["lr"] = float(lr)
         for number, param in zip(groups[0]["params"], self.params, strict=True):
             saved = state_dict["state"].get(number)
-            if saved is None:  # torch.optim keeps no state before its first step
-                continue
             entry = self.state[param]
+            if saved is None:  # torch.optim keeps no state before a parameter's first step
+                for tensor in entry.values():
+                    tensor.zero_()
+                continue
+            for name in self.buffers:
+                if tuple(saved[name].shape) != tuple(param.shape):
+                    raise ValueError(
+                        f"the optimizer state's {name} of parameter {number} has shape "
+                        f"{tuple(saved[name].shape)}; the parameter has {tuple(param.shape)}"
+                    )
             entry["step"].copy_(torch.as_tensor(saved["step"], dtype=torch.float32))
             for name in self.buffers:
                 entry[name].copy_(saved[name])

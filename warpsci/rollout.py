@@ -93,12 +93,14 @@ class RolloutBuffer:
 
 
 def keep_successful_rows(buffer: RolloutBuffer, ratio: float, generator: torch.Generator) -> torch.Tensor:
-    """WarpDrive's ``neg_pos_env_ratio`` on the rollout in ``buffer``: the rows whose episode
-    terminated at some step of it (``dones`` without ``truncated``) are *positive* and all kept;
-    of the others, at most ``floor(ratio * positives)`` are kept, drawn uniformly without
-    replacement with ``generator``; with no positive row every row is kept. The dropped rows'
-    weights (``buffer.valid``) are set to 0 for every step. Returns the number of rows kept (a
-    device scalar); nothing is read back to the host, so a CUDA graph can hold it."""
+    """WarpDrive's ``neg_pos_env_ratio`` on the rollout in ``buffer``, whose rows are environments
+    of one agent: the rows whose episode terminated at some step of it (``dones`` without
+    ``truncated``: where only reaching the goal terminates, as in the catalysis scenarios, a
+    success) are *positive* and all kept; of the others, at most ``floor(ratio * positives)`` are
+    kept, drawn uniformly without replacement with ``generator``; with no positive row every row
+    is kept. The dropped rows' weights (``buffer.valid``) are set to 0 for every step. Returns the
+    number of rows kept (a device scalar); nothing is read back to the host, so a CUDA graph can
+    hold it."""
     terminated = buffer.dones * (1.0 - buffer.truncated)
     positive = terminated.amax(dim=0) > 0
     positives = positive.sum()
@@ -107,7 +109,7 @@ def keep_successful_rows(buffer: RolloutBuffer, ratio: float, generator: torch.G
     priority = torch.where(positive, 2.0, priority)
     rank = torch.empty_like(positive, dtype=torch.int64)
     rank.scatter_(0, priority.argsort(), torch.arange(buffer.num_rows, device=positive.device))
-    kept_negatives = torch.floor(positives * ratio).to(torch.int64)
+    kept_negatives = torch.floor(positives.double() * ratio).to(torch.int64)
     keep = positive | (rank < kept_negatives) | (positives == 0)
     buffer.valid.mul_(keep.to(buffer.valid.dtype))
     return keep.sum()
