@@ -131,3 +131,35 @@ def test_functions_of_an_unnamed_module_are_not_cached(tmp_path):
         assert source_fingerprint(module.step) is not None
     finally:
         del sys.modules["unnamed_env"]
+
+
+TRAIN_SCRIPT = textwrap.dedent(
+    """
+    from warpsci.algorithms import make_trainer
+    from warpsci.config import TrainConfig
+    from warpsci.kernel_cache import cache_counts
+
+    config = TrainConfig(num_envs=4, num_steps=8, total_timesteps=64, checkpoint_every=0)
+    make_trainer(config).train(progress_bar=True)
+    print(cache_counts())
+    """
+)
+
+
+def test_a_cold_first_run_says_what_it_compiles_and_a_warm_one_says_nothing(tmp_path):
+    folder = str(tmp_path)
+    cold = run_script(TRAIN_SCRIPT, timeout=300, NUMBA_CACHE_DIR=folder, WARPSCI_CACHE_DIR=folder)
+    assert cold.returncode == 0, cold.stderr
+    for kernel in (
+        "CartPole-v1 reset",
+        "CartPole-v1 step",
+        "trainer's sample_discrete",
+        "trainer's record_step",
+    ):
+        assert f"compiling {kernel} (CPU)" in cold.stderr
+    assert f"5 kernels compiled and cached in {folder}" in cold.stderr
+    assert "{'loaded': 0, 'compiled': 5}" in cold.stdout
+    warm = run_script(TRAIN_SCRIPT, timeout=300, NUMBA_CACHE_DIR=folder, WARPSCI_CACHE_DIR=folder)
+    assert warm.returncode == 0, warm.stderr
+    assert "compiling" not in warm.stderr and "compiled and cached" not in warm.stderr
+    assert "{'loaded': 5, 'compiled': 0}" in warm.stdout

@@ -33,6 +33,32 @@ from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 _PLAIN_CONSTANTS = (bool, int, float, str, type(None), np.number, np.bool_)
 
+#: Called as ``callback(label, target)`` just before a kernel that the disk cache does not hold is
+#: compiled (:func:`announce_compiles`); None says nothing.
+_compile_callback: Callable[[str, str], None] | None = None
+#: What the disk cache did in this process: kernels ``loaded`` from it and ``compiled`` (and saved).
+_counts = {"loaded": 0, "compiled": 0}
+
+
+def announce_compiles(callback: Callable[[str, str], None] | None) -> None:
+    """Call ``callback(label, target)`` (``target`` ``"CPU"`` or ``"CUDA"``) before each cached kernel
+    is compiled because the disk cache does not hold it yet, so a cold first run can say what it is
+    compiling; None stops. Kernels compiled in memory only (the cache off, or a function without a
+    source file) are not announced."""
+    global _compile_callback
+    _compile_callback = callback
+
+
+def cache_counts() -> dict[str, int]:
+    """How many kernels this process has ``loaded`` from the disk cache and ``compiled`` into it."""
+    return dict(_counts)
+
+
+def _looked_up(label: str, target: str, found: bool) -> None:
+    _counts["loaded" if found else "compiled"] += 1
+    if not found and _compile_callback is not None:
+        _compile_callback(label, target)
+
 
 def caching_enabled() -> bool:
     """False when the environment variable ``WARPSCI_KERNEL_CACHE`` is ``0``."""
@@ -108,22 +134,24 @@ def source_fingerprint(function: Callable) -> str | None:
     return digest.hexdigest()
 
 
-def cached_njit(**options: Any) -> Callable[[Callable], Any]:
-    """``numba.njit(**options)`` with the source-keyed disk cache."""
+def cached_njit(label: str | None = None, **options: Any) -> Callable[[Callable], Any]:
+    """``numba.njit(**options)`` with the source-keyed disk cache; ``label`` names the kernel in
+    compile notices (default: the function's name)."""
 
     def decorate(function: Callable) -> Any:
         dispatcher = numba.njit(**options)(function)
         fingerprint = source_fingerprint(function) if caching_enabled() else None
         if fingerprint is not None:
-            dispatcher._cache = _SourceKeyedFunctionCache(function, fingerprint)
+            dispatcher._cache = _SourceKeyedFunctionCache(function, fingerprint, label or function.__name__)
         return dispatcher
 
     return decorate
 
 
-def cached_cuda_jit(function: Callable, max_registers: int | None = None) -> Any:
+def cached_cuda_jit(function: Callable, max_registers: int | None = None, label: str | None = None) -> Any:
     """``numba.cuda.jit(function)`` with the source-keyed disk cache (not under the simulator);
-    ``max_registers`` caps the registers per thread (default: the compiler's choice)."""
+    ``max_registers`` caps the registers per thread (default: the compiler's choice); ``label``
+    names the kernel in compile notices (default: the function's name)."""
     from numba import config, cuda
 
     options = {} if max_registers is None or config.ENABLE_CUDASIM else {"max_registers": max_registers}
@@ -133,7 +161,7 @@ def cached_cuda_jit(function: Callable, max_registers: int | None = None) -> Any
     fingerprint = source_fingerprint(function)
     if fingerprint is not None:
         fingerprint += f"-registers{max_registers}"
-        kernel._cache = _source_keyed_cuda_cache_class()(function, fingerprint)
+        kernel._cache = _source_keyed_cuda_cache_class()(function, fingerprint, label or function.__name__)
     return kernel
 
 
@@ -157,13 +185,18 @@ def _describe_type(numba_type: Any) -> str:
 class _SourceKeyedFunctionCache(FunctionCache):
     """Numba's CPU cache, keyed by the source fingerprint instead of pickled closure cells."""
 
-    def __init__(self, py_func: Callable, fingerprint: str) -> None:
-        self._fingerprint = fingerprint
+    def __init__(self, py_func: Callable, fingerprint: str, label: str) -> None:
+        self._fingerprint, self._label = fingerprint, label
         super().__init__(py_func)
         _relocate(self, py_func)
 
     def _index_key(self, sig: Any, codegen: Any) -> tuple:
         return (describe_signature(sig), codegen.magic_tuple(), self._fingerprint)
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        overload = super().load_overload(sig, target_context)
+        _looked_up(self._label, "CPU", overload is not None)
+        return overload
 
 
 @functools.cache
@@ -173,10 +206,15 @@ def _source_keyed_cuda_cache_class() -> type:
     class SourceKeyedCUDACache(CUDACache):
         """numba-cuda's cache, keyed by the source fingerprint instead of pickled closure cells."""
 
-        def __init__(self, py_func: Callable, fingerprint: str) -> None:
-            self._fingerprint = fingerprint
+        def __init__(self, py_func: Callable, fingerprint: str, label: str) -> None:
+            self._fingerprint, self._label = fingerprint, label
             super().__init__(py_func)
             _relocate(self, py_func)
+
+        def load_overload(self, sig: Any, target_context: Any) -> Any:
+            overload = super().load_overload(sig, target_context)
+            _looked_up(self._label, "CUDA", overload is not None)
+            return overload
 
         def _index_key(self, sig: Any, codegen: Any) -> tuple:
             key = (describe_signature(sig), codegen.magic_tuple(), self._fingerprint)

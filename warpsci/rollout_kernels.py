@@ -191,7 +191,7 @@ class PerEnvironmentKernel:
 def _compiled(function: Callable) -> tuple[Any, Any]:
     # A plain loop on the CPU: the work per call is tiny, and waking a thread pool three times per
     # step, between torch's own parallel regions, made CPU training four times slower.
-    @cached_njit()
+    @cached_njit(label=f"trainer's {function.__name__}")
     def on_cpu(count, arguments):
         for env in range(count):
             function(env, arguments)
@@ -201,19 +201,19 @@ def _compiled(function: Callable) -> tuple[Any, Any]:
         if env < count:
             function(env, arguments)
 
-    return on_cpu, _LazyCudaKernel(on_cuda)
+    return on_cpu, _LazyCudaKernel(on_cuda, f"trainer's {function.__name__}")
 
 
 class _LazyCudaKernel:
     """Builds the CUDA kernel on first use, so CPU-only runs never touch numba-cuda's compiler."""
 
-    def __init__(self, function: Callable) -> None:
-        self._function = function
+    def __init__(self, function: Callable, label: str) -> None:
+        self._function, self._label = function, label
         self._kernel = None
 
     def __getitem__(self, configuration: tuple) -> Any:
         if self._kernel is None:
-            self._kernel = cached_cuda_jit(self._function)
+            self._kernel = cached_cuda_jit(self._function, label=self._label)
         return self._kernel[configuration]
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from warpsci import distributed
+from warpsci import distributed, kernel_cache
 from warpsci.checkpoint import (
     CheckpointError,
     load_latest_checkpoint,
@@ -480,12 +480,16 @@ class OnPolicyTrainer:
             )
         bar = None
         progress_bar = progress_bar and self.processes.is_main
+        compiled_before = kernel_cache.cache_counts()["compiled"]
         if progress_bar:
-            print(
-                "compiling kernels and taking the first iteration (kernels are cached: a later run "
-                "starts faster) ...",
-                file=sys.stderr,
-                flush=True,
+            print("taking the first iteration ...", file=sys.stderr, flush=True)
+            # A cold first run says what it compiles (kernels the disk cache does not hold yet).
+            kernel_cache.announce_compiles(
+                lambda label, target: print(
+                    f"  compiling {label} ({target})",
+                    file=sys.stderr,
+                    flush=True,
+                )
             )
 
         groups = self.group_names
@@ -569,8 +573,16 @@ class OnPolicyTrainer:
                 if progress_bar and bar is None:
                     from tqdm import tqdm
 
+                    kernel_cache.announce_compiles(None)
+                    compiled = kernel_cache.cache_counts()["compiled"] - compiled_before
+                    cached = (
+                        f"; {compiled} kernel{'s' if compiled != 1 else ''} compiled and cached in "
+                        f"{kernel_cache.kernel_cache_dir()}, where later runs load them"
+                        if compiled
+                        else ""
+                    )
                     print(
-                        f"first iteration done after {time.perf_counter() - start_time:.1f} s",
+                        f"first iteration done after {time.perf_counter() - start_time:.1f} s{cached}",
                         file=sys.stderr,
                     )
                     # Started after the compilation, and with the mean rate since: an honest ETA.
@@ -607,6 +619,8 @@ class OnPolicyTrainer:
                     solved_at = self.global_step
                     break
         finally:
+            if progress_bar:
+                kernel_cache.announce_compiles(None)
             if self.writes and not self._non_finite:
                 self.save()
             if log is not None:

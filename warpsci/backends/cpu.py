@@ -272,7 +272,7 @@ def _compile(definition: EnvironmentDefinition, one_agent: bool, reference_count
             random_step_passes(state, params, buffers, run, start, stop, num_agents, keys)
         observe_passes(state, params, buffers, run, start, stop, num_agents, keys)
 
-    @cached_njit(parallel=True)
+    @cached_njit(label=f"{definition.name} reset", parallel=True)
     def reset_all(state, params, buffers, run, keys):
         num_envs, num_agents = buffers.rewards.shape
         num_chunks = _num_chunks(num_envs)
@@ -280,7 +280,7 @@ def _compile(definition: EnvironmentDefinition, one_agent: bool, reference_count
             start, stop = _chunk_bounds(chunk, num_chunks, num_envs)
             reset_range(state, params, buffers, run, start, stop, np.uint32(num_agents), keys)
 
-    @cached_njit(parallel=True)
+    @cached_njit(label=f"{definition.name} step", parallel=True)
     def step_all(state, params, buffers, run, keys):
         num_envs, num_agents = buffers.rewards.shape
         num_chunks = _num_chunks(num_envs)
@@ -288,7 +288,7 @@ def _compile(definition: EnvironmentDefinition, one_agent: bool, reference_count
             start, stop = _chunk_bounds(chunk, num_chunks, num_envs)
             step_range(state, params, buffers, run, start, stop, np.uint32(num_agents), keys)
 
-    @cached_njit(parallel=True)
+    @cached_njit(label=f"{definition.name} random steps", parallel=True)
     def random_steps_all(
         state, params, buffers, seed, max_episode_steps, action_bounds, tallies, keys, num_steps
     ):

@@ -196,7 +196,9 @@ def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool, max_re
     # division. Indices are uint32: Numba wraps negative signed indices around (idx += size when
     # idx < 0) on every array access, unsigned ones it need not (profiled, see BENCHMARKS.md).
 
-    jit = functools.partial(cached_cuda_jit, max_registers=max_registers)
+    def jit(kernel):
+        label = f"{definition.name} {kernel.__name__.removesuffix('_kernel').replace('_', ' ')}"
+        return cached_cuda_jit(kernel, max_registers=max_registers, label=label)
 
     @jit
     def reset_kernel(state, params, buffers, run):
@@ -267,7 +269,7 @@ def _stage_kernel(function, per_agent: bool):
             if env < num_envs and agent < num_agents:
                 function(state, params, buffers, run, env, agent, _keys(run[0], env, agent))
 
-        return cached_cuda_jit(agent_stage_kernel)
+        return cached_cuda_jit(agent_stage_kernel, label=f"{function.__name__} (per agent)")
 
     def environment_stage_kernel(state, params, buffers, run, blocks_per_env):
         num_envs = buffers.rewards.shape[0]
@@ -275,4 +277,4 @@ def _stage_kernel(function, per_agent: bool):
         if env < num_envs:
             function(state, params, buffers, run, env, np.uint32(0), _keys(run[0], env, np.uint32(0)))
 
-    return cached_cuda_jit(environment_stage_kernel)
+    return cached_cuda_jit(environment_stage_kernel, label=f"{function.__name__} (per environment)")
