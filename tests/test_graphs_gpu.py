@@ -140,26 +140,36 @@ def test_random_rollout_on_the_gpu_is_one_step_at_a_time_and_replays_exactly():
     assert torch.equal(first.actions_buffer.cpu(), on_cpu.actions_buffer)
 
 
-def test_captured_compiled_training_equals_eager_compiled_training():
+def eager_and_captured(num_steps: int = 32, **fields):
+    """Cartpole trained for 5 iterations of 512 environments eagerly and with graph capture, with
+    the TrainConfig ``fields``: ``(eager trainer, its result, captured trainer, its result)``."""
+
     def run(capture: bool):
         config = TrainConfig(
             env_id="CartPole-v1",
             device="cuda",
             seed=3,
             num_envs=512,
-            num_steps=32,
-            total_timesteps=512 * 32 * 5,
+            num_steps=num_steps,
+            total_timesteps=512 * num_steps * 5,
             capture_graphs=capture,
-            compile=True,
+            **fields,
         )
         trainer = make_trainer(config)
         return trainer, trainer.train()
 
-    eager, eager_result = run(False)
-    captured, captured_result = run(True)
+    return (*run(False), *run(True))
+
+
+def assert_same_weights(first, second, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    for a, b in zip(first.policy.parameters(), second.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol)
+
+
+def test_captured_compiled_training_equals_eager_compiled_training():
+    eager, eager_result, captured, captured_result = eager_and_captured(compile=True)
     assert captured._update_graph is not None and captured._update_graph.captures == 1
-    for a, b in zip(captured.policy.parameters(), eager.policy.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert_same_weights(captured, eager)
     losses = [row["losses/value_loss"] for row in captured_result.history]
     expected = [row["losses/value_loss"] for row in eager_result.history]
     assert losses == pytest.approx(expected, rel=1e-4)
@@ -168,58 +178,21 @@ def test_captured_compiled_training_equals_eager_compiled_training():
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
 def test_down_sampled_rows_are_drawn_alike_captured_and_eager(algo):
     """neg_pos_env_ratio inside the captured rollout: the same rows kept, the same weights, as eager."""
-
-    def run(capture: bool):
-        config = TrainConfig(
-            env_id="CartPole-v1",
-            algo=algo,
-            device="cuda",
-            seed=3,
-            num_envs=512,
-            num_steps=16,
-            total_timesteps=512 * 16 * 5,
-            capture_graphs=capture,
-            neg_pos_env_ratio=0.5,
-        )
-        trainer = make_trainer(config)
-        return trainer, trainer.train()
-
-    eager, eager_result = run(False)
-    captured, captured_result = run(True)
+    eager, eager_result, captured, captured_result = eager_and_captured(16, algo=algo, neg_pos_env_ratio=0.5)
     assert captured._graph is not None and captured._graph.captures == 1
     torch.testing.assert_close(captured.buffer.valid, eager.buffer.valid)
     kept = [row["charts/rows_trained"] for row in captured_result.history]
     assert kept == [row["charts/rows_trained"] for row in eager_result.history]
     assert min(kept) < 1.0
-    for a, b in zip(captured.policy.parameters(), eager.policy.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert_same_weights(captured, eager)
 
 
 def test_bf16_training_captured_equals_eager():
     """autocast inside the captured rollout and update (WarpDrive's network: PyTorch's layers)."""
-
-    def run(capture: bool):
-        config = TrainConfig(
-            env_id="CartPole-v1",
-            device="cuda",
-            seed=3,
-            num_envs=512,
-            num_steps=32,
-            total_timesteps=512 * 32 * 5,
-            capture_graphs=capture,
-            bf16=True,
-            activation="relu",
-            shared_trunk=True,
-        )
-        trainer = make_trainer(config)
-        return trainer, trainer.train()
-
-    eager, eager_result = run(False)
-    captured, captured_result = run(True)
+    eager, _, captured, _ = eager_and_captured(bf16=True, activation="relu", shared_trunk=True)
     assert captured._graph is not None and captured._update_graph is not None
     for name in ("obs", "actions", "advantages", "returns"):
         torch.testing.assert_close(
             getattr(captured.buffer, name), getattr(eager.buffer, name), rtol=1e-3, atol=1e-3, msg=name
         )
-    for a, b in zip(captured.policy.parameters(), eager.policy.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+    assert_same_weights(captured, eager, rtol=1e-3, atol=1e-4)
