@@ -127,11 +127,11 @@ class TrainConfig:
     """Run the networks' matrix products in bfloat16 (``torch.autocast``), in the rollout's forward
     passes, the critic's pass and the update; weights, optimizer state and losses stay float32,
     gradients are float32 tensors computed from bfloat16 products, and every network output is
-    returned as float32. Half the memory traffic of the hidden
-    activations and twice the tensor-core rate of TF32, for 8-bit mantissas in the products. Applies
-    to PyTorch's layers: networks that the fused kernels run (``fused_mlp`` on CUDA) keep them, so
-    combine it with ``--no-fused-mlp`` for those. Works on the CPU too (fast where the CPU has
-    bfloat16 instructions, e.g. AMX)."""
+    returned as float32. Half the memory traffic of the hidden activations and twice the
+    tensor-core rate of TF32, for 8-bit mantissas in the products. Applies to PyTorch's layers:
+    networks that the fused kernels run (``fused_mlp`` on CUDA) keep them, so combine it with
+    ``--no-fused-mlp`` for those. Works on the CPU too (fast where the CPU has bfloat16
+    instructions, e.g. AMX)."""
     compile: bool = False
     """``torch.compile`` (inductor) the update's loss with its backward pass: the minibatch gather,
     the element-wise work and the reductions are fused into a few generated kernels instead of

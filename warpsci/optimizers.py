@@ -33,10 +33,18 @@ class Optimizer:
 
     #: State tensors kept per parameter besides ``step``, in ``state_dict`` order.
     buffers: tuple[str, ...] = ()
-    #: The hyperparameters a ``state_dict``'s parameter group carries, with their values.
+    #: The hyperparameters a ``state_dict``'s parameter group carries, with their default values
+    #: (an instance's own, with the constructor's arguments, are ``self.defaults``).
     defaults: dict[str, Any] = {}
 
-    def __init__(self, params: Iterable[torch.Tensor], lr: float | torch.Tensor, capturable: bool) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float | torch.Tensor,
+        capturable: bool,
+        **hyperparameters: Any,
+    ) -> None:
+        self.defaults = {**type(self).defaults, **hyperparameters}
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimizer got no parameters")
@@ -140,8 +148,7 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         capturable: bool = False,
     ) -> None:
-        self.defaults = {**Adam.defaults, "eps": eps, "fused": True if capturable else None}
-        super().__init__(params, lr, capturable)
+        super().__init__(params, lr, capturable, eps=eps, fused=True if capturable else None)
 
     @torch.no_grad()
     def step(self) -> None:
@@ -214,8 +221,7 @@ class RMSprop(Optimizer):
         eps: float = 1e-8,
         capturable: bool = False,
     ) -> None:
-        self.defaults = {**RMSprop.defaults, "alpha": alpha, "eps": eps}
-        super().__init__(params, lr, capturable)
+        super().__init__(params, lr, capturable, alpha=alpha, eps=eps)
 
     @torch.no_grad()
     def step(self) -> None:
