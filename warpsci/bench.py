@@ -236,11 +236,13 @@ def bench_train(
     seed: int = 0,
     capture: bool = True,
     compile: bool = False,
+    overrides: dict[str, Any] | None = None,
 ) -> BenchResult:
     """End-to-end PPO steps/s (rollout + advantages + update, CleanRL's Cartpole network: 64x64
     tanh, 4 epochs, 4 minibatches), median over ``iterations`` timed iterations. The first two
     iterations (compilation, warm-up, and on CUDA the graph capture) are not timed; ``capture``
-    sets ``TrainConfig.capture_graphs`` and ``compile`` sets ``TrainConfig.compile``."""
+    sets ``TrainConfig.capture_graphs``, ``compile`` sets ``TrainConfig.compile``, and
+    ``overrides`` any other :class:`TrainConfig` fields (e.g. ``{"bf16": True}``)."""
     config = TrainConfig(
         env_id=env_id,
         device=device,
@@ -251,6 +253,7 @@ def bench_train(
         checkpoint_every=0,
         capture_graphs=capture,
         compile=compile,
+        **(overrides or {}),
     )
     trainer = PPOTrainer(config)
     rates: list[float] = []
