@@ -154,6 +154,35 @@ def training_equals_unfused() -> None:
     assert torch.allclose(weights[0], weights[1], rtol=1e-4, atol=1e-6), (weights[0] - weights[1]).abs().max()
 
 
+def compiled_loss_keeps_the_kernels() -> None:
+    """Under ``torch.compile`` (``TrainConfig.compile``) the kernels stay, as registered custom
+    operators inside one graph (no graph break, autograd through their registered backward): the
+    loss's outputs and weight gradients equal the eager call's."""
+    import torch._dynamo.testing
+
+    net = mlp(4, (64, 64), 2, out_gain=1.0)
+    x = torch.randn(300, 4)
+    weights = torch.randn(300, 2)
+
+    def loss(x, weights):
+        return (fused_mlp(net, x, precision="ieee").tanh() * weights).sum()
+
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(loss, backend=counter, fullgraph=True)
+    results = []
+    for function in (loss, compiled):
+        net.zero_grad()
+        value = function(x, weights)
+        value.backward()
+        results.append((value.detach(), [p.grad.clone() for p in net.parameters()]))
+    assert counter.frame_count == 1, f"{counter.frame_count} graphs"
+    operators = {str(node.target) for graph in counter.graphs for node in graph.graph.nodes}
+    assert "warpsci.fused_mlp.default" in operators, sorted(operators)
+    assert torch.allclose(results[0][0], results[1][0], rtol=1e-6)
+    for eager, traced in zip(results[0][1], results[1][1], strict=True):
+        assert torch.allclose(eager, traced, rtol=1e-6, atol=1e-7)
+
+
 CHECKS = (
     forward_and_gradients_match_float64,
     rounded_tf32_is_unbiased,
@@ -161,4 +190,5 @@ CHECKS = (
     only_supported_networks_are_fused,
     actor_critic_equals_unfused,
     training_equals_unfused,
+    compiled_loss_keeps_the_kernels,
 )

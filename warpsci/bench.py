@@ -251,9 +251,7 @@ def bench_train(
         num_steps=num_steps,
         total_timesteps=num_envs * num_steps * (iterations + 2),
         checkpoint_every=0,
-        capture_graphs=capture,
-        compile=compile,
-        **(overrides or {}),
+        **{"capture_graphs": capture, "compile": compile, **(overrides or {})},
     )
     trainer = PPOTrainer(config)
     rates: list[float] = []

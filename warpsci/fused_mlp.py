@@ -7,12 +7,14 @@ registers. Run through PyTorch layer by layer, every hidden layer is written and
 per row (Tag gridworld: 6 in, 5 out) that traffic is nearly all of an update's time (H100,
 2,000 x 1,000 agents: 63 ms of a 97 ms iteration, BENCHMARKS.md).
 
-* Forward: one program per ``BLOCK_M`` rows, the three products on the tensor cores (``tl.dot``).
-* Backward (``torch.autograd``): the hidden layers are recomputed from the input (cheaper than storing
-  them), the gradients of the weights and biases summed over each program's rows in registers and
-  written once per program; the per-program partial sums are added up by ``torch.sum``, so the
-  result does not depend on the order programs finish in (no float atomics).
+* Forward: one program per ``FORWARD_ROWS`` rows, the three products on the tensor cores (``tl.dot``).
+* Backward: the hidden layers are recomputed from the input (cheaper than storing them), the
+  gradients of the weights and biases summed over each program's rows in registers and written
+  once per program; the per-program partial sums are added up by ``torch.sum``, so the result does
+  not depend on the order programs finish in (no float atomics).
 * The input needs no gradient (observations); the weights do.
+* Both are torch custom operators (``warpsci::fused_mlp``, with its backward registered for
+  autograd), so ``torch.compile`` keeps them inside a compiled loss.
 
 The products run on the TF32 tensor cores with operands rounded to TF32 first
 (``precision="tf32_rounded"``) where torch's float32 matmul precision allows TF32
@@ -42,8 +44,13 @@ import os
 import torch
 from torch import nn
 
-#: Rows per program.
-BLOCK_M = 128
+#: Rows per program of the forward pass, and its warps (H100, Cartpole's 64-wide networks, 2M rows:
+#: 64 rows and 4 warps 333 us, 128 rows 376 us; benchmarks/fused_mlp_tuning.py, BENCHMARKS.md).
+FORWARD_ROWS, FORWARD_WARPS = 64, 4
+#: Rows per tile of the backward pass, its warps and software-pipeline stages (the same study: 32
+#: rows, 4 warps, 1 stage took 0.80-0.94 ms at 2M rows where 128 rows and 3 stages took 1.9-2.8 ms;
+#: smaller tiles keep the recomputed activations and the gradients in registers without spilling).
+BACKWARD_ROWS, BACKWARD_WARPS, BACKWARD_STAGES = 32, 4, 1
 #: Widest input, hidden layer or output the kernels take (the weights live in registers).
 MAX_WIDTH = 128
 
@@ -83,11 +90,10 @@ def can_fuse(module: nn.Module, x: torch.Tensor) -> bool:
         on_device
         and x.dtype == torch.float32
         and not x.requires_grad
-        and triton_available()
+        and (torch.compiler.is_compiling() or triton_available())
         and mlp_layers(module) is not None
         and x.shape[-1] == module[0].in_features
         and x.numel() > 0
-        and not torch.compiler.is_compiling()
     )
 
 
@@ -100,14 +106,19 @@ def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) 
     product, float32 accuracy, half the speed); default :func:`default_precision`."""
     if not can_fuse(module, x):
         return module(x)
-    if precision is None:
-        precision = default_precision()
     first, second, third = mlp_layers(module)
     rows = x.reshape(-1, x.shape[-1])
     if not rows.is_contiguous():
         rows = rows.contiguous()
-    out = _FusedMLP.apply(
-        rows, first.weight, first.bias, second.weight, second.bias, third.weight, third.bias, precision
+    out = _fused_mlp_op(
+        rows,
+        first.weight,
+        first.bias,
+        second.weight,
+        second.bias,
+        third.weight,
+        third.bias,
+        precision or "default",
     )
     return out.reshape(*x.shape[:-1], third.out_features)
 
@@ -124,44 +135,77 @@ def _padded(width: int) -> int:
     return max(16, 1 << (width - 1).bit_length())
 
 
-class _FusedMLP(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w1, b1, w2, b2, w3, b3, precision):  # type: ignore[override]
-        kernels = _kernels()
-        rows, width_in = x.shape
-        out = torch.empty((rows, w3.shape[0]), device=x.device, dtype=torch.float32)
-        grid = (triton_cdiv(rows, BLOCK_M),)
-        kernels.forward[grid](
-            x, w1, b1, w2, b2, w3, b3, out, rows,
-            width_in, w1.shape[0], w2.shape[0], w3.shape[0],
-            _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
-            BLOCK_M, precision,
-        )  # fmt: skip
-        ctx.save_for_backward(x, w1, b1, w2, b2, w3, b3)
-        ctx.precision = precision
-        return out
+# The kernels are registered as torch custom operators, so that ``torch.compile`` (``--compile``)
+# keeps them as opaque calls and fuses the loss around them, and autograd knows their backward.
 
-    @staticmethod
-    def backward(ctx, grad_out):  # type: ignore[override]
-        kernels = _kernels()
-        x, w1, b1, w2, b2, w3, b3 = ctx.saved_tensors
-        rows, width_in = x.shape
-        hidden1, hidden2, width_out = w1.shape[0], w2.shape[0], w3.shape[0]
-        tiles = triton_cdiv(rows, BLOCK_M)
-        programs = min(tiles, _program_count(x.device))
-        sizes = (hidden1 * width_in, hidden1, hidden2 * hidden1, hidden2, width_out * hidden2, width_out)
-        partial = torch.empty((programs, sum(sizes)), device=x.device, dtype=torch.float32)
-        grad_out = grad_out.contiguous()
-        kernels.backward[(programs,)](
-            x, grad_out, w1, b1, w2, b2, w3, partial, rows, partial.shape[1],
-            width_in, hidden1, hidden2, width_out,
-            _padded(width_in), _padded(hidden1), _padded(hidden2), _padded(width_out),
-            BLOCK_M, ctx.precision,
-        )  # fmt: skip
-        grads = partial.sum(dim=0).split(sizes)
-        shapes = (w1.shape, b1.shape, w2.shape, b2.shape, w3.shape, b3.shape)
-        gw1, gb1, gw2, gb2, gw3, gb3 = (grad.view(shape) for grad, shape in zip(grads, shapes, strict=True))
-        return None, gw1, gb1, gw2, gb2, gw3, gb3, None
+
+@torch.library.custom_op("warpsci::fused_mlp", mutates_args=())
+def _fused_mlp_op(
+    x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
+    w3: torch.Tensor, b3: torch.Tensor, precision: str,
+) -> torch.Tensor:  # fmt: skip
+    """``rows x n_out`` outputs of the network on the contiguous ``rows x n_in`` float32 ``x``."""
+    rows, width_in = x.shape
+    out = torch.empty((rows, w3.shape[0]), device=x.device, dtype=torch.float32)
+    _kernels().forward[(triton_cdiv(rows, FORWARD_ROWS),)](
+        x, w1, b1, w2, b2, w3, b3, out, rows,
+        width_in, w1.shape[0], w2.shape[0], w3.shape[0],
+        _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
+        FORWARD_ROWS, _resolved(precision), num_warps=FORWARD_WARPS,
+    )  # fmt: skip
+    return out
+
+
+@_fused_mlp_op.register_fake
+def _(x, w1, b1, w2, b2, w3, b3, precision):
+    return x.new_empty((x.shape[0], w3.shape[0]))
+
+
+@torch.library.custom_op("warpsci::fused_mlp_weight_grads", mutates_args=())
+def _weight_grads_op(
+    x: torch.Tensor, grad_out: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
+    b2: torch.Tensor, w3: torch.Tensor, precision: str,
+) -> torch.Tensor:  # fmt: skip
+    """The gradients of w1, b1, w2, b2, w3 and b3, flattened in that order into one vector."""
+    rows, width_in = x.shape
+    programs = min(triton_cdiv(rows, BACKWARD_ROWS), _program_count(x.device))
+    partial = torch.empty((programs, _parameter_count(w1, w2, w3)), device=x.device, dtype=torch.float32)
+    _kernels().backward[(programs,)](
+        x, grad_out.contiguous(), w1, b1, w2, b2, w3, partial, rows, partial.shape[1],
+        width_in, w1.shape[0], w2.shape[0], w3.shape[0],
+        _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
+        BACKWARD_ROWS, _resolved(precision), num_warps=BACKWARD_WARPS, num_stages=BACKWARD_STAGES,
+    )  # fmt: skip
+    return partial.sum(dim=0)
+
+
+@_weight_grads_op.register_fake
+def _(x, grad_out, w1, b1, w2, b2, w3, precision):
+    return x.new_empty((_parameter_count(w1, w2, w3),))
+
+
+def _parameter_count(w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> int:
+    return sum(w.shape[0] * (w.shape[1] + 1) for w in (w1, w2, w3))
+
+
+def _save_for_backward(ctx, inputs, output) -> None:
+    ctx.save_for_backward(*inputs[:7])
+    ctx.precision = inputs[7]
+
+
+def _backward(ctx, grad_out):
+    x, w1, b1, w2, b2, w3, b3 = ctx.saved_tensors
+    flat = _weight_grads_op(x, grad_out, w1, b1, w2, b2, w3, ctx.precision)
+    shapes = (w1.shape, b1.shape, w2.shape, b2.shape, w3.shape, b3.shape)
+    grads = flat.split([shape.numel() for shape in shapes])
+    return None, *(grad.view(shape) for grad, shape in zip(grads, shapes, strict=True)), None
+
+
+_fused_mlp_op.register_autograd(_backward, setup_context=_save_for_backward)
+
+
+def _resolved(precision: str) -> str:
+    return default_precision() if precision == "default" else precision
 
 
 def triton_cdiv(a: int, b: int) -> int:
