@@ -154,6 +154,17 @@ def training_equals_unfused() -> None:
     assert torch.allclose(weights[0], weights[1], rtol=1e-4, atol=1e-6), (weights[0] - weights[1]).abs().max()
 
 
+def eager_calls_do_not_import_dynamo() -> None:
+    """A fused forward and backward outside torch.compile leaves torch._dynamo unimported (its
+    import is seconds of a run's start-up; a custom operator's first eager call would import it)."""
+    import sys
+
+    net = mlp(4, (64, 64), 2, out_gain=1.0)
+    fused_mlp(net, torch.randn(40, 4)).sum().backward()
+    assert net[0].weight.grad is not None
+    assert "torch._dynamo" not in sys.modules
+
+
 def compiled_loss_keeps_the_kernels() -> None:
     """Under ``torch.compile`` (``TrainConfig.compile``) the kernels stay, as registered custom
     operators inside one graph (no graph break, autograd through their registered backward): the
@@ -190,5 +201,6 @@ CHECKS = (
     only_supported_networks_are_fused,
     actor_critic_equals_unfused,
     training_equals_unfused,
+    eager_calls_do_not_import_dynamo,
     compiled_loss_keeps_the_kernels,
 )

@@ -39,11 +39,13 @@ def test_not_fused_on_the_cpu_without_the_interpreter(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_compiled_kernels_on_the_gpu():
-    """The compiled kernels (full float32 products) against float64, and the ActorCritic on CUDA."""
+@pytest.mark.parametrize("hidden", [(32, 32), (128, 128)])
+def test_compiled_kernels_on_the_gpu(hidden):
+    """The compiled kernels (full float32 products) against float64, up to the widest network they
+    take (the backward pass at 128 wide once asked for more shared memory than an H100 has)."""
     from warpsci.fused_mlp import fused_mlp
 
-    net = mlp(6, (32, 32), 5, 1.0).cuda()
+    net = mlp(6, hidden, 5, 1.0).cuda()
     x = torch.randn(5000, 6, device="cuda")
     assert can_fuse(net, x)
     out = fused_mlp(net, x, precision="ieee")
@@ -76,7 +78,7 @@ def test_default_precision_is_never_truncated_tf32(monkeypatch, matmul_precision
         return torch.zeros(args[0].shape[0], args[5].shape[0])
 
     monkeypatch.setattr(fused_module, "can_fuse", lambda module, x: True)
-    monkeypatch.setattr(fused_module, "_fused_mlp_op", record)
+    monkeypatch.setattr(fused_module, "_forward", record)
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(matmul_precision)
     try:

@@ -13,8 +13,10 @@ per row (Tag gridworld: 6 in, 5 out) that traffic is nearly all of an update's t
   once per program; the per-program partial sums are added up by ``torch.sum``, so the result does
   not depend on the order programs finish in (no float atomics).
 * The input needs no gradient (observations); the weights do.
-* Both are torch custom operators (``warpsci::fused_mlp``, with its backward registered for
-  autograd), so ``torch.compile`` keeps them inside a compiled loss.
+* Eager calls go through a ``torch.autograd.Function``; under ``torch.compile`` the same kernels
+  are torch custom operators (``warpsci::fused_mlp``, its backward registered for autograd), kept
+  inside the compiled loss. (A custom operator's first eager call imports ``torch._dynamo``: 6 s
+  of start-up on the H100 host.)
 
 The products run on the TF32 tensor cores with operands rounded to TF32 first
 (``precision="tf32_rounded"``) where torch's float32 matmul precision allows TF32
@@ -110,16 +112,11 @@ def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) 
     rows = x.reshape(-1, x.shape[-1])
     if not rows.is_contiguous():
         rows = rows.contiguous()
-    out = _fused_mlp_op(
-        rows,
-        first.weight,
-        first.bias,
-        second.weight,
-        second.bias,
-        third.weight,
-        third.bias,
-        precision or "default",
-    )
+    # Eagerly through an autograd.Function: a custom operator's first call imports torch._dynamo
+    # (seconds at start-up); torch.compile needs the operator.
+    apply = _fused_mlp_op if torch.compiler.is_compiling() else _FusedMLP.apply
+    weights = (first.weight, first.bias, second.weight, second.bias, third.weight, third.bias)
+    out = apply(rows, *weights, precision or "default")
     return out.reshape(*x.shape[:-1], third.out_features)
 
 
@@ -135,15 +132,7 @@ def _padded(width: int) -> int:
     return max(16, 1 << (width - 1).bit_length())
 
 
-# The kernels are registered as torch custom operators, so that ``torch.compile`` (``--compile``)
-# keeps them as opaque calls and fuses the loss around them, and autograd knows their backward.
-
-
-@torch.library.custom_op("warpsci::fused_mlp", mutates_args=())
-def _fused_mlp_op(
-    x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
-    w3: torch.Tensor, b3: torch.Tensor, precision: str,
-) -> torch.Tensor:  # fmt: skip
+def _forward(x, w1, b1, w2, b2, w3, b3, precision: str) -> torch.Tensor:
     """``rows x n_out`` outputs of the network on the contiguous ``rows x n_in`` float32 ``x``."""
     rows, width_in = x.shape
     out = torch.empty((rows, w3.shape[0]), device=x.device, dtype=torch.float32)
@@ -156,16 +145,7 @@ def _fused_mlp_op(
     return out
 
 
-@_fused_mlp_op.register_fake
-def _(x, w1, b1, w2, b2, w3, b3, precision):
-    return x.new_empty((x.shape[0], w3.shape[0]))
-
-
-@torch.library.custom_op("warpsci::fused_mlp_weight_grads", mutates_args=())
-def _weight_grads_op(
-    x: torch.Tensor, grad_out: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
-    b2: torch.Tensor, w3: torch.Tensor, precision: str,
-) -> torch.Tensor:  # fmt: skip
+def _weight_grads(x, grad_out, w1, b1, w2, b2, w3, precision: str) -> torch.Tensor:
     """The gradients of w1, b1, w2, b2, w3 and b3, flattened in that order into one vector."""
     rows, width_in = x.shape
     programs = min(triton_cdiv(rows, BACKWARD_ROWS), _program_count(x.device))
@@ -179,13 +159,58 @@ def _weight_grads_op(
     return partial.sum(dim=0)
 
 
+def _parameter_count(w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> int:
+    return sum(w.shape[0] * (w.shape[1] + 1) for w in (w1, w2, w3))
+
+
+def _split(flat: torch.Tensor, weights) -> tuple[torch.Tensor, ...]:
+    """:func:`_weight_grads`'s vector as one gradient per weight, each of its weight's shape."""
+    grads = flat.split([weight.numel() for weight in weights])
+    return tuple(grad.view(weight.shape) for grad, weight in zip(grads, weights, strict=True))
+
+
+class _FusedMLP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w1, b1, w2, b2, w3, b3, precision):  # type: ignore[override]
+        ctx.save_for_backward(x, w1, b1, w2, b2, w3, b3)
+        ctx.precision = precision
+        return _forward(x, w1, b1, w2, b2, w3, b3, precision)
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[override]
+        x, *weights = ctx.saved_tensors
+        flat = _weight_grads(x, grad_out, *weights[:5], ctx.precision)
+        return None, *_split(flat, weights), None
+
+
+# The same as torch custom operators, for torch.compile (``--compile``): it keeps them as opaque
+# calls inside the compiled loss and fuses the work around them.
+
+
+@torch.library.custom_op("warpsci::fused_mlp", mutates_args=())
+def _fused_mlp_op(
+    x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
+    w3: torch.Tensor, b3: torch.Tensor, precision: str,
+) -> torch.Tensor:  # fmt: skip
+    return _forward(x, w1, b1, w2, b2, w3, b3, precision)
+
+
+@_fused_mlp_op.register_fake
+def _(x, w1, b1, w2, b2, w3, b3, precision):
+    return x.new_empty((x.shape[0], w3.shape[0]))
+
+
+@torch.library.custom_op("warpsci::fused_mlp_weight_grads", mutates_args=())
+def _weight_grads_op(
+    x: torch.Tensor, grad_out: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
+    b2: torch.Tensor, w3: torch.Tensor, precision: str,
+) -> torch.Tensor:  # fmt: skip
+    return _weight_grads(x, grad_out, w1, b1, w2, b2, w3, precision)
+
+
 @_weight_grads_op.register_fake
 def _(x, grad_out, w1, b1, w2, b2, w3, precision):
     return x.new_empty((_parameter_count(w1, w2, w3),))
-
-
-def _parameter_count(w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> int:
-    return sum(w.shape[0] * (w.shape[1] + 1) for w in (w1, w2, w3))
 
 
 def _save_for_backward(ctx, inputs, output) -> None:
@@ -193,15 +218,13 @@ def _save_for_backward(ctx, inputs, output) -> None:
     ctx.precision = inputs[7]
 
 
-def _backward(ctx, grad_out):
-    x, w1, b1, w2, b2, w3, b3 = ctx.saved_tensors
-    flat = _weight_grads_op(x, grad_out, w1, b1, w2, b2, w3, ctx.precision)
-    shapes = (w1.shape, b1.shape, w2.shape, b2.shape, w3.shape, b3.shape)
-    grads = flat.split([shape.numel() for shape in shapes])
-    return None, *(grad.view(shape) for grad, shape in zip(grads, shapes, strict=True)), None
+def _operator_backward(ctx, grad_out):
+    x, *weights = ctx.saved_tensors
+    flat = _weight_grads_op(x, grad_out, *weights[:5], ctx.precision)
+    return None, *_split(flat, weights), None
 
 
-_fused_mlp_op.register_autograd(_backward, setup_context=_save_for_backward)
+_fused_mlp_op.register_autograd(_operator_backward, setup_context=_save_for_backward)
 
 
 def _resolved(precision: str) -> str:
