@@ -6,7 +6,8 @@ Medians of ``triton.testing.do_bench``.
 
 Shapes are ``IN x HIDDEN x OUT`` (two hidden layers of HIDDEN; default the Cartpole actor and critic);
 ``--compare`` times only the settings of 2026-11-24 (forward 128 rows, 4 warps, 3 stages; backward
-128 rows, 4 warps, 3 stages, 2 programs per SM) against those shipped since.
+128 rows, 4 warps, 3 stages, 2 programs per SM) against those shipped for the width
+(``warpsci.fused_mlp.launch_settings``).
 """
 
 from __future__ import annotations
@@ -19,20 +20,10 @@ import triton
 from torch import nn
 
 from warpsci import mlp_kernels
-from warpsci.fused_mlp import (
-    BACKWARD_ROWS,
-    BACKWARD_STAGES,
-    BACKWARD_WARPS,
-    FORWARD_ROWS,
-    FORWARD_WARPS,
-    _padded,
-    fused_mlp,
-)
+from warpsci.fused_mlp import _padded, fused_mlp, launch_settings
 from warpsci.networks import mlp
 
 OLD_FORWARD, OLD_BACKWARD = (128, 4, 3), (128, 4, 3, 2)
-NEW_FORWARD = (FORWARD_ROWS, FORWARD_WARPS, 3)
-NEW_BACKWARD = (BACKWARD_ROWS, BACKWARD_WARPS, BACKWARD_STAGES, 2)
 
 
 def forward_time(net, x, block: int, warps: int, stages: int) -> float:
@@ -100,11 +91,14 @@ def main() -> None:
         n_in, hidden, n_out = (int(v) for v in shape.split("x"))
         net = mlp(n_in, (hidden, hidden), n_out, out_gain=1.0).cuda()
         x = torch.randn(rows, n_in, device="cuda")
+        shipped = launch_settings(hidden)
+        new_forward = (shipped.forward_rows, shipped.warps, 3)
+        new_backward = (shipped.backward_rows, shipped.warps, shipped.backward_stages, 2)
         base, fused = step_time(net, x, fused=False), step_time(net, x, fused=True)
         print(f"rows {rows:>10,} {shape:>8}: fwd+bwd torch {base:9.1f} us, fused as shipped {fused:9.1f} us")
         if args.compare:
-            forward = {key: forward_time(net, x, *key) for key in (OLD_FORWARD, NEW_FORWARD)}
-            backward = {key: backward_time(net, x, *key) for key in (OLD_BACKWARD, NEW_BACKWARD)}
+            forward = {key: forward_time(net, x, *key) for key in (OLD_FORWARD, new_forward)}
+            backward = {key: backward_time(net, x, *key) for key in (OLD_BACKWARD, new_backward)}
         else:
             forward = {
                 key: forward_time(net, x, *key)
@@ -115,8 +109,8 @@ def main() -> None:
                 for key in itertools.product((32, 64, 128), (2, 4, 8), (1, 3), (1, 2, 4, 8))
             }
         for name, times, old, new in (
-            ("forward  (rows, warps, stages)", forward, OLD_FORWARD, NEW_FORWARD),
-            ("backward (rows, warps, stages, per SM)", backward, OLD_BACKWARD, NEW_BACKWARD),
+            ("forward  (rows, warps, stages)", forward, OLD_FORWARD, new_forward),
+            ("backward (rows, warps, stages, per SM)", backward, OLD_BACKWARD, new_backward),
         ):
             best = sorted(times.items(), key=lambda item: item[1])[:4]
             print(

@@ -7,7 +7,8 @@ registers. Run through PyTorch layer by layer, every hidden layer is written and
 per row (Tag gridworld: 6 in, 5 out) that traffic is nearly all of an update's time (H100,
 2,000 x 1,000 agents: 63 ms of a 97 ms iteration, BENCHMARKS.md).
 
-* Forward: one program per ``FORWARD_ROWS`` rows, the three products on the tensor cores (``tl.dot``).
+* Forward: one program per 64 or 128 rows (:func:`launch_settings`), the three products on the
+  tensor cores (``tl.dot``).
 * Backward: the hidden layers are recomputed from the input (cheaper than storing them), the
   gradients of the weights and biases summed over each program's rows in registers and written
   once per program; the per-program partial sums are added up by ``torch.sum``, so the result does
@@ -40,19 +41,42 @@ preset reached its threshold in 7 of 8 fused runs against 5 of 8 with PyTorch's 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 
 import torch
 from torch import nn
 
-#: Rows per program of the forward pass, and its warps (H100, Cartpole's 64-wide networks, 2M rows:
-#: 64 rows and 4 warps 333 us, 128 rows 376 us; benchmarks/fused_mlp_tuning.py, BENCHMARKS.md).
-FORWARD_ROWS, FORWARD_WARPS = 64, 4
-#: Rows per tile of the backward pass, its warps and software-pipeline stages (the same study: 32
-#: rows, 4 warps, 1 stage took 0.80-0.94 ms at 2M rows where 128 rows and 3 stages took 1.9-2.8 ms;
-#: smaller tiles keep the recomputed activations and the gradients in registers without spilling).
-BACKWARD_ROWS, BACKWARD_WARPS, BACKWARD_STAGES = 32, 4, 1
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSettings:
+    """How the kernels are launched for networks of one width class (measured on the H100 with
+    ``benchmarks/fused_mlp_tuning.py``, BENCHMARKS.md 2026-11-25)."""
+
+    forward_rows: int
+    """Rows per program of the forward pass."""
+    backward_rows: int
+    """Rows per tile of the backward pass (each program loops over tiles)."""
+    backward_stages: int
+    """Software-pipeline stages of the backward loop (1: none; Triton's default on Hopper is 3)."""
+    warps: int = 4
+
+
+#: Hidden layers of up to 32 units: 128-row programs, 3 stages (2M-20M rows of 6 -> 32 -> 32 -> 5:
+#: 10-20 % faster than the wide settings).
+NARROW = LaunchSettings(forward_rows=128, backward_rows=128, backward_stages=3)
+#: Wider (up to 128): 64-row forward programs, 32-row backward tiles without pipelining. At 64 wide
+#: (Cartpole, 2M rows) the backward pass took 0.80-0.94 ms against 1.9-2.8 ms with NARROW's; at 128
+#: wide NARROW's backward asks for more shared memory than an H100 has.
+WIDE = LaunchSettings(forward_rows=64, backward_rows=32, backward_stages=1)
+
+
+def launch_settings(widest_hidden: int) -> LaunchSettings:
+    """The launch settings for a network whose widest hidden layer has ``widest_hidden`` units."""
+    return NARROW if widest_hidden <= 32 else WIDE
+
+
 #: Widest input, hidden layer or output the kernels take (the weights live in registers).
 MAX_WIDTH = 128
 
@@ -135,12 +159,13 @@ def _padded(width: int) -> int:
 def _forward(x, w1, b1, w2, b2, w3, b3, precision: str) -> torch.Tensor:
     """``rows x n_out`` outputs of the network on the contiguous ``rows x n_in`` float32 ``x``."""
     rows, width_in = x.shape
+    settings = launch_settings(max(w1.shape[0], w2.shape[0]))
     out = torch.empty((rows, w3.shape[0]), device=x.device, dtype=torch.float32)
-    _kernels().forward[(triton_cdiv(rows, FORWARD_ROWS),)](
+    _kernels().forward[(triton_cdiv(rows, settings.forward_rows),)](
         x, w1, b1, w2, b2, w3, b3, out, rows,
         width_in, w1.shape[0], w2.shape[0], w3.shape[0],
         _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
-        FORWARD_ROWS, _resolved(precision), num_warps=FORWARD_WARPS,
+        settings.forward_rows, _resolved(precision), num_warps=settings.warps,
     )  # fmt: skip
     return out
 
@@ -148,13 +173,15 @@ def _forward(x, w1, b1, w2, b2, w3, b3, precision: str) -> torch.Tensor:
 def _weight_grads(x, grad_out, w1, b1, w2, b2, w3, precision: str) -> torch.Tensor:
     """The gradients of w1, b1, w2, b2, w3 and b3, flattened in that order into one vector."""
     rows, width_in = x.shape
-    programs = min(triton_cdiv(rows, BACKWARD_ROWS), _program_count(x.device))
+    settings = launch_settings(max(w1.shape[0], w2.shape[0]))
+    programs = min(triton_cdiv(rows, settings.backward_rows), _program_count(x.device))
     partial = torch.empty((programs, _parameter_count(w1, w2, w3)), device=x.device, dtype=torch.float32)
     _kernels().backward[(programs,)](
         x, grad_out.contiguous(), w1, b1, w2, b2, w3, partial, rows, partial.shape[1],
         width_in, w1.shape[0], w2.shape[0], w3.shape[0],
         _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
-        BACKWARD_ROWS, _resolved(precision), num_warps=BACKWARD_WARPS, num_stages=BACKWARD_STAGES,
+        settings.backward_rows, _resolved(precision),
+        num_warps=settings.warps, num_stages=settings.backward_stages,
     )  # fmt: skip
     return partial.sum(dim=0)
 
