@@ -4,11 +4,12 @@ goes (rollout against update), and the time to solve Cartpole from process start
 ``import torch; torch.cuda.init()`` in the same call.
 
     python benchmarks/cartpole_e2e_session.py OUT_DIR [--parts train phases solve]
-        [--sizes 2048 65536 262144] [--modes fused layers-compiled ...]
+        [--sizes 2048 65536 262144] [--modes fused layers-compiled ...] [--phase-sizes 2048 65536]
 
 Modes (``MODES``): ``fused`` is the default build (Triton MLP kernels), ``layers`` PyTorch's
 layers, ``-compiled`` adds ``TrainConfig.compile``, ``-bf16`` ``TrainConfig.bf16``. Figures are
-medians of 5 timed iterations (train), 7 (phases) and 3 seeds / 5 bare imports (solve). Writes
+medians of 5 timed iterations (train), 7 (phases) and 3 seeds / 5 bare imports (solve). The solve
+part runs ``warpsci train`` as a user does (the default build; ``--modes`` does not apply). Writes
 ``train.csv``, ``phases.csv``, ``solve.csv`` and ``profile_2048_<mode>.txt``.
 """
 

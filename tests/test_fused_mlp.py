@@ -39,18 +39,28 @@ def test_not_fused_on_the_cpu_without_the_interpreter(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("hidden", [(32, 32), (128, 128)])
-def test_compiled_kernels_on_the_gpu(hidden):
-    """The compiled kernels (full float32 products) against float64, up to the widest network they
-    take (the backward pass at 128 wide once asked for more shared memory than an H100 has)."""
+@pytest.mark.parametrize(
+    ("n_in", "hidden", "n_out"),
+    [(6, (32, 32), 5), (6, (128, 128), 5), (70, (128, 128), 5), (128, (128, 128), 128)],
+)
+def test_compiled_kernels_on_the_gpu(n_in, hidden, n_out):
+    """The compiled kernels (full float32 products) against float64, up to the widest networks
+    ``can_fuse`` takes; where a shape's kernels need more shared memory than the GPU has under every
+    launch setting, ``fused_mlp`` runs PyTorch's layers, and the results must hold all the same
+    (the backward pass at 128 wide once did not load on an H100)."""
     from warpsci.fused_mlp import fused_mlp
 
-    net = mlp(6, hidden, 5, 1.0).cuda()
-    x = torch.randn(5000, 6, device="cuda")
+    net = mlp(n_in, hidden, n_out, 1.0).cuda()
+    x = torch.randn(5000, n_in, device="cuda")
     assert can_fuse(net, x)
-    out = fused_mlp(net, x, precision="ieee")
-    weights = torch.randn_like(out)
-    (out * weights).sum().backward()
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # for PyTorch's layers, where they run instead
+    try:
+        out = fused_mlp(net, x, precision="ieee")
+        weights = torch.randn_like(out)
+        (out * weights).sum().backward()
+    finally:
+        torch.set_float32_matmul_precision(previous)
     grads = [p.grad.clone() for p in net.parameters()]
     reference = net.double()
     reference.zero_grad()
@@ -59,6 +69,52 @@ def test_compiled_kernels_on_the_gpu(hidden):
     assert ((out.double() - expected).norm() / expected.norm()).item() < 1e-5
     for grad, parameter in zip(grads, reference.parameters(), strict=True):
         assert ((grad.double() - parameter.grad).norm() / parameter.grad.norm()).item() < 1e-5
+
+
+class _FakeKernels:
+    """Stands in for :mod:`warpsci.mlp_kernels`: records each launch's precision and rows per
+    program, and refuses to load (as Triton does when a kernel needs more shared memory than the
+    device has) for the rows per program in ``too_big``."""
+
+    def __init__(self, too_big: tuple[int, ...] = ()) -> None:
+        self.too_big, self.precisions, self.rows = too_big, [], []
+        self.forward = self.backward = self
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            from triton.runtime.errors import OutOfResources
+
+            rows_per_program, precision = args[-2], args[-1]
+            if rows_per_program in self.too_big:
+                raise OutOfResources(300_000, 232_448, "shared memory")
+            self.rows.append(rows_per_program)
+            self.precisions.append(precision)
+
+        return launch
+
+
+def test_launch_settings_fall_back_where_a_kernel_does_not_fit(monkeypatch):
+    """The first call for a network shape probes the candidates: settings whose kernels do not load
+    are skipped; where none loads, the module's own layers run (and give its outputs)."""
+    pytest.importorskip("triton")
+    import warpsci.fused_mlp as fused_module
+
+    monkeypatch.setattr(fused_module, "_CHOSEN", {})
+    monkeypatch.setattr(fused_module, "can_fuse", lambda module, x: True)
+    net, x = mlp(4, (64, 64), 2, 1.0), torch.randn(8, 4)
+    layers = fused_module.mlp_layers(net)
+    weights = (layers[0].weight, layers[1].weight, layers[2].weight)
+
+    kernels = _FakeKernels(too_big=(fused_module.WIDE.forward_rows,))
+    monkeypatch.setattr(fused_module, "_kernels", lambda: kernels)
+    assert fused_module.chosen_settings(x, *weights, "ieee") == fused_module.SMALLEST
+
+    monkeypatch.setattr(fused_module, "_CHOSEN", {})
+    too_big = {s.forward_rows for s in (fused_module.WIDE, fused_module.NARROW, fused_module.SMALLEST)}
+    monkeypatch.setattr(fused_module, "_kernels", lambda: _FakeKernels(too_big=tuple(too_big)))
+    assert fused_module.chosen_settings(x, *weights, "ieee") is None
+    with torch.no_grad():
+        assert torch.equal(fused_module.fused_mlp(net, x), net(x))
 
 
 @pytest.mark.parametrize(
@@ -71,21 +127,17 @@ def test_default_precision_is_never_truncated_tf32(monkeypatch, matmul_precision
     trainer's TF32 setting (``high``) must pick TF32 with operands rounded to nearest."""
     import warpsci.fused_mlp as fused_module
 
-    seen = []
-
-    def record(*args):
-        seen.append(fused_module._resolved(args[-1]))  # what the kernel launch is given
-        return torch.zeros(args[0].shape[0], args[5].shape[0])
-
+    kernels = _FakeKernels()
+    monkeypatch.setattr(fused_module, "_kernels", lambda: kernels)
     monkeypatch.setattr(fused_module, "can_fuse", lambda module, x: True)
-    monkeypatch.setattr(fused_module, "_forward", record)
+    monkeypatch.setattr(fused_module, "interpreting", lambda: True)  # no probe
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(matmul_precision)
     try:
         fused_module.fused_mlp(mlp(4, (16, 16), 1, 1.0), torch.randn(8, 4))
     finally:
         torch.set_float32_matmul_precision(previous)
-    assert seen == [expected]
+    assert kernels.precisions == [expected]  # what the kernel launch was given
 
 
 @pytest.mark.gpu

@@ -242,20 +242,23 @@ def bench_train(
     tanh, 4 epochs, 4 minibatches), median over ``iterations`` timed iterations. The first two
     iterations (compilation, warm-up, and on CUDA the graph capture) are not timed; ``capture``
     sets ``TrainConfig.capture_graphs``, ``compile`` sets ``TrainConfig.compile``, and
-    ``overrides`` any other :class:`TrainConfig` fields (e.g. ``{"bf16": True}``)."""
-    config = TrainConfig(
-        env_id=env_id,
-        device=device,
-        seed=seed,
-        num_envs=num_envs,
-        num_steps=num_steps,
-        total_timesteps=num_envs * num_steps * (iterations + 2),
-        checkpoint_every=0,
-        **{"capture_graphs": capture, "compile": compile, **(overrides or {})},
-    )
+    ``overrides`` other :class:`TrainConfig` fields (e.g. ``{"bf16": True}``; they win over the
+    arguments, ``compile`` included)."""
+    fields = {
+        "env_id": env_id,
+        "device": device,
+        "seed": seed,
+        "num_envs": num_envs,
+        "num_steps": num_steps,
+        "total_timesteps": num_envs * num_steps * (iterations + 2),
+        "checkpoint_every": 0,
+        "capture_graphs": capture,
+        "compile": compile,
+    }
+    config = TrainConfig(**{**fields, **(overrides or {})})
     trainer = PPOTrainer(config)
     rates: list[float] = []
     trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS_iteration"]))
     timed = rates[2:] or rates
-    mode = "train-compiled" if compile else "train"
+    mode = "train-compiled" if config.compile else "train"
     return BenchResult(env_id, mode, str(trainer.device), num_envs, statistics.median(timed), timed)

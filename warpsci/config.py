@@ -121,9 +121,10 @@ class TrainConfig:
     the Triton kernels of :mod:`warpsci.fused_mlp`, forward and backward, so that their hidden
     activations are never written to device memory (H100, Tag gridworld at 2,000 x 1,000 agents,
     A2C: update 63 -> 19 ms, end to end 0.20M -> 0.65M env steps/s; BENCHMARKS.md). Outputs and
-    gradients equal PyTorch's up to TF32 rounding. With ``compile`` the kernels stay inside the
-    compiled loss (as torch custom operators). Other networks and the CPU use PyTorch's layers;
-    ``--no-fused-mlp`` does everywhere."""
+    gradients equal PyTorch's up to TF32 rounding. A network whose kernels do not fit the GPU's
+    shared memory under any launch setting runs PyTorch's layers. With ``compile`` the kernels stay
+    inside the compiled loss (as torch custom operators). Other networks and the CPU use PyTorch's
+    layers; ``--no-fused-mlp`` does everywhere."""
     bf16: bool = False
     """Run the networks' matrix products in bfloat16 (``torch.autocast``), in the rollout's forward
     passes, the critic's pass and the update; weights, optimizer state and losses stay float32,

@@ -30,7 +30,9 @@ Cartpole preset that biased values near 100 by -0.07, and near convergence, wher
 small, the bias dominated the gradient: weight gradients off by up to 360 % against float64 (PyTorch's
 TF32 layers: 0.2 %).
 With ``TRITON_INTERPRET=1`` the kernels run on the CPU (the tests' reference check).
-:func:`fused_mlp` falls back to the module itself where the kernels do not apply.
+:func:`fused_mlp` falls back to the module itself where the kernels do not apply, or where
+their operands do not fit the GPU's shared memory under any launch setting
+(:func:`chosen_settings`).
 
 Status: on by default (``TrainConfig.fused_mlp``). Outputs and gradients equal PyTorch's up to
 TF32 rounding (tests: CPU interpreter and H100). On the H100 (2026-11-23) Tag gridworld trained
@@ -61,6 +63,7 @@ class LaunchSettings:
     backward_stages: int
     """Software-pipeline stages of the backward loop (1: none; Triton's default on Hopper is 3)."""
     warps: int = 4
+    """Warps per program, both passes."""
 
 
 #: Hidden layers of up to 32 units: 128-row programs, 3 stages (2M-20M rows of 6 -> 32 -> 32 -> 5:
@@ -72,9 +75,59 @@ NARROW = LaunchSettings(forward_rows=128, backward_rows=128, backward_stages=3)
 WIDE = LaunchSettings(forward_rows=64, backward_rows=32, backward_stages=1)
 
 
+#: The last resort for wide networks: 16-row tiles (``tl.dot``'s least), for devices or widths
+#: where WIDE's operands do not fit the shared memory (not measured for speed).
+SMALLEST = LaunchSettings(forward_rows=16, backward_rows=16, backward_stages=1)
+
+
 def launch_settings(widest_hidden: int) -> LaunchSettings:
-    """The launch settings for a network whose widest hidden layer has ``widest_hidden`` units."""
+    """The preferred launch settings for a network whose widest hidden layer has ``widest_hidden``
+    units (the kernels fall back to others where these do not fit, see :func:`chosen_settings`)."""
     return NARROW if widest_hidden <= 32 else WIDE
+
+
+def launch_candidates(widest_hidden: int) -> tuple[LaunchSettings, ...]:
+    """The settings to try, preferred first."""
+    preferred = launch_settings(widest_hidden)
+    return (preferred, *(other for other in (WIDE, SMALLEST) if other != preferred))
+
+
+#: Settings chosen per network shape (padded widths) and device: the first candidate whose two
+#: kernels load (a kernel whose operands need more shared memory than the device has does not);
+#: None where none does, and PyTorch's layers run instead.
+_CHOSEN: dict[tuple, LaunchSettings | None] = {}
+
+
+def _shape_key(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> tuple:
+    widths = (x.shape[-1], w1.shape[0], w2.shape[0], w3.shape[0])
+    return (*(_padded(width) for width in widths), x.device)
+
+
+def chosen_settings(x, w1, w2, w3, precision: str) -> LaunchSettings | None:
+    """The launch settings for this network on ``x``'s device, probed on first use: each candidate's
+    kernels are launched once over no rows; a candidate that asks for more shared memory than the
+    device has is skipped (Triton refuses to load it). Under Triton's interpreter: the preferred."""
+    key = _shape_key(x, w1, w2, w3)
+    if key not in _CHOSEN:
+        candidates = launch_candidates(max(w1.shape[0], w2.shape[0]))
+        if interpreting():
+            _CHOSEN[key] = candidates[0]
+        else:
+            from triton.runtime.errors import OutOfResources
+
+            _CHOSEN[key] = None
+            empty = x[:0]
+            for settings in candidates:
+                try:
+                    _forward(empty, w1, w1.new_zeros(w1.shape[0]), w2, w2.new_zeros(w2.shape[0]), w3,
+                             w3.new_zeros(w3.shape[0]), precision, settings)  # fmt: skip
+                    _weight_grads(empty, empty.new_zeros((0, w3.shape[0])), w1, w1.new_zeros(w1.shape[0]),
+                                  w2, w2.new_zeros(w2.shape[0]), w3, precision, settings)  # fmt: skip
+                except OutOfResources:
+                    continue
+                _CHOSEN[key] = settings
+                break
+    return _CHOSEN[key]
 
 
 #: Widest input, hidden layer or output the kernels take (the weights live in registers).
@@ -116,6 +169,7 @@ def can_fuse(module: nn.Module, x: torch.Tensor) -> bool:
         on_device
         and x.dtype == torch.float32
         and not x.requires_grad
+        # Traced by torch.compile, which itself needs Triton: the cached import check stays out.
         and (torch.compiler.is_compiling() or triton_available())
         and mlp_layers(module) is not None
         and x.shape[-1] == module[0].in_features
@@ -136,11 +190,20 @@ def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) 
     rows = x.reshape(-1, x.shape[-1])
     if not rows.is_contiguous():
         rows = rows.contiguous()
-    # Eagerly through an autograd.Function: a custom operator's first call imports torch._dynamo
-    # (seconds at start-up); torch.compile needs the operator.
-    apply = _fused_mlp_op if torch.compiler.is_compiling() else _FusedMLP.apply
     weights = (first.weight, first.bias, second.weight, second.bias, third.weight, third.bias)
-    out = apply(rows, *weights, precision or "default")
+    if torch.compiler.is_compiling():
+        # Traced: only settings an eager call has already chosen (the rollout's forward passes run
+        # eagerly before the compiled update); the operator resolves "default" when it runs.
+        if _CHOSEN.get(_shape_key(rows, first.weight, second.weight, third.weight)) is None:
+            return module(x)
+        out = _fused_mlp_op(rows, *weights, precision or "default")
+    else:
+        # Eagerly through an autograd.Function: a custom operator's first call imports
+        # torch._dynamo (seconds at start-up).
+        precision = _resolved(precision or "default")
+        if chosen_settings(rows, first.weight, second.weight, third.weight, precision) is None:
+            return module(x)
+        out = _FusedMLP.apply(rows, *weights, precision)
     return out.reshape(*x.shape[:-1], third.out_features)
 
 
@@ -156,12 +219,17 @@ def _padded(width: int) -> int:
     return max(16, 1 << (width - 1).bit_length())
 
 
-def _forward(x, w1, b1, w2, b2, w3, b3, precision: str) -> torch.Tensor:
-    """``rows x n_out`` outputs of the network on the contiguous ``rows x n_in`` float32 ``x``."""
+def _forward(
+    x, w1, b1, w2, b2, w3, b3, precision: str, settings: LaunchSettings | None = None
+) -> torch.Tensor:
+    """``rows x n_out`` outputs of the network on the contiguous ``rows x n_in`` float32 ``x``, with
+    ``settings`` (default: :func:`chosen_settings`)."""
+    x = x.contiguous()
     rows, width_in = x.shape
-    settings = launch_settings(max(w1.shape[0], w2.shape[0]))
+    settings = settings or _settings(x, w1, w2, w3, precision)
     out = torch.empty((rows, w3.shape[0]), device=x.device, dtype=torch.float32)
-    _kernels().forward[(triton_cdiv(rows, settings.forward_rows),)](
+    # At least one program, so that a probe over no rows loads the kernel.
+    _kernels().forward[(max(1, triton_cdiv(rows, settings.forward_rows)),)](
         x, w1, b1, w2, b2, w3, b3, out, rows,
         width_in, w1.shape[0], w2.shape[0], w3.shape[0],
         _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
@@ -170,11 +238,14 @@ def _forward(x, w1, b1, w2, b2, w3, b3, precision: str) -> torch.Tensor:
     return out
 
 
-def _weight_grads(x, grad_out, w1, b1, w2, b2, w3, precision: str) -> torch.Tensor:
+def _weight_grads(
+    x, grad_out, w1, b1, w2, b2, w3, precision: str, settings: LaunchSettings | None = None
+) -> torch.Tensor:
     """The gradients of w1, b1, w2, b2, w3 and b3, flattened in that order into one vector."""
+    x = x.contiguous()
     rows, width_in = x.shape
-    settings = launch_settings(max(w1.shape[0], w2.shape[0]))
-    programs = min(triton_cdiv(rows, settings.backward_rows), _program_count(x.device))
+    settings = settings or _settings(x, w1, w2, w3, precision)
+    programs = max(1, min(triton_cdiv(rows, settings.backward_rows), _program_count(x.device)))
     partial = torch.empty((programs, _parameter_count(w1, w2, w3)), device=x.device, dtype=torch.float32)
     _kernels().backward[(programs,)](
         x, grad_out.contiguous(), w1, b1, w2, b2, w3, partial, rows, partial.shape[1],
@@ -254,7 +325,23 @@ def _operator_backward(ctx, grad_out):
 _fused_mlp_op.register_autograd(_operator_backward, setup_context=_save_for_backward)
 
 
+def _settings(x, w1, w2, w3, precision: str) -> LaunchSettings:
+    settings = chosen_settings(x, w1, w2, w3, _resolved(precision))
+    if settings is None:
+        raise RuntimeError(
+            f"the fused MLP kernels do not fit this GPU's shared memory for a {x.shape[-1]} -> "
+            f"{w1.shape[0]} -> {w2.shape[0]} -> {w3.shape[0]} network; use --no-fused-mlp"
+        )
+    return settings
+
+
+#: What :func:`fused_mlp`'s ``precision`` accepts ("default": :func:`default_precision`).
+PRECISIONS = ("default", "ieee", "tf32", "tf32_rounded", "tf32x3")
+
+
 def _resolved(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     return default_precision() if precision == "default" else precision
 
 
