@@ -196,3 +196,28 @@ def test_bf16_training_captured_equals_eager():
             getattr(captured.buffer, name), getattr(eager.buffer, name), rtol=1e-3, atol=1e-3, msg=name
         )
     assert_same_weights(captured, eager, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize(("env_id", "algo"), [("CartPole-v1", "ppo"), ("Pendulum-v1", "ppo")])
+def test_one_launch_rollout_step_equals_three_launches(monkeypatch, env_id, algo):
+    """On the GPU, a rollout whose sampling, environment step and recording are one kernel launch
+    per step fills the buffer exactly as the three launches do (Discrete and Box actions)."""
+    from warpsci.rollout_kernels import RolloutKernels
+
+    buffers = []
+    for one_launch in (True, False):
+        if not one_launch:
+            monkeypatch.setattr(RolloutKernels, "fuses_step", property(lambda self: False))
+        config = TrainConfig(
+            env_id=env_id, algo=algo, device="cuda", num_envs=300, num_steps=64, total_timesteps=300 * 64,
+            checkpoint_every=0, capture_graphs=False, seed=4,
+        )  # fmt: skip
+        trainer = make_trainer(config)
+        assert trainer.single.kernels.fuses_step is one_launch
+        trainer.env.reset()
+        trainer.collect_rollout()
+        buffer = trainer.single.buffer
+        names = ("obs", "actions", "log_probs", "rewards", "dones", "truncated", "final_obs", "valid")
+        buffers.append({name: getattr(buffer, name).clone() for name in names})
+    for name, fused in buffers[0].items():
+        assert torch.equal(fused, buffers[1][name]), name

@@ -204,3 +204,73 @@ def test_fused_kernels_under_simulator_match_cpu():
     result = run_script(SIMULATOR_SCRIPT, simulator=True)
     assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
     assert "fused kernels agree" in result.stdout
+
+
+POLICY_STEP_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    import numpy as np
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        sys.exit("the CUDA simulator is not enabled")
+
+    from warpsci import registry
+    from warpsci import rollout_kernels as rk
+    from warpsci.backends.cuda import CudaKernels
+    from warpsci.testing.kernel_runner import HostKernelRunner
+
+    N, T, SEED = 5, 9, 3
+    definition = registry.get_definition("CartPole-v1")
+    assert not CudaKernels(registry.get_definition("TagGridworld-v0"), 2, 4).fuses_policy_step
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(T, N, 2)).astype(np.float32) * 3
+
+    def rollout(fused):
+        runner = HostKernelRunner(definition, N, "cuda", threads_per_block=4)  # 2 blocks, 3 idle threads
+        assert runner._kernels.fuses_policy_step
+        runner.max_episode_steps = 4  # truncations within the rollout
+        runner.reset(SEED)
+        b = runner.buffers
+        agents = np.array([0], np.int32)
+        out = dict(actions=np.zeros((T, N), np.int64), log_probs=np.zeros((T, N), np.float32),
+                   valid=np.zeros((T, N), np.float32), rewards=np.zeros((T, N), np.float32),
+                   dones=np.zeros((T, N), np.float32), ends=np.zeros((T, N), np.float32),
+                   truncated=np.zeros((T, N), np.float32), final_obs=np.zeros((T, N, 4), np.float32),
+                   returns=np.zeros((T, N), np.float32), lengths=np.zeros((T, N), np.float32))
+        for t in range(T):
+            sample = (logits[t], np.zeros(1, np.float32), b.tick, SEED, t, out["actions"], out["log_probs"],
+                      b.actions.reshape(N, 1, 1), agents, b.active, out["valid"])
+            record = (t, agents, b.rewards, b.terminated, b.truncated, b.agent_terminated,
+                      b.final_obs.reshape(N, 1, -1), b.final_return, b.final_length, out["rewards"],
+                      out["dones"], out["ends"], out["truncated"], out["final_obs"], out["returns"],
+                      out["lengths"], out["valid"])
+            if fused:
+                runner._kernels.policy_step(rk.sample_discrete, sample, rk.record_step, record,
+                                            runner.state, runner.params, b, SEED, runner.max_episode_steps)
+            else:
+                rk._compiled(rk.sample_discrete)[1][2, 4](N, sample)
+                runner._kernels.step(runner.state, runner.params, b, SEED, runner.max_episode_steps)
+                rk._compiled(rk.record_step)[1][2, 4](N, record)
+        return {**out, **{f"state.{k}": v for k, v in runner.state._asdict().items()},
+                **{f"buffers.{k}": v for k, v in b._asdict().items()}}
+
+    apart, fused = rollout(False), rollout(True)
+    for name in apart:
+        if not np.array_equal(apart[name], fused[name]):
+            sys.exit(f"{name} differs between the fused policy step and three launches")
+    if not apart["truncated"].any() or not apart["dones"].any():
+        sys.exit("the rollout saw no truncation: the check would not cover final observations")
+    print("policy step agrees")
+    """
+)
+
+
+def test_fused_policy_step_equals_three_launches_under_simulator():
+    """Sampling, the environment's step and recording in one CUDA launch (environments of one agent)
+    leave every state array, environment buffer and rollout slot as the three launches do,
+    through resets and truncations."""
+    result = run_script(POLICY_STEP_SCRIPT, simulator=True)
+    assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
+    assert "policy step agrees" in result.stdout

@@ -257,7 +257,8 @@ class RolloutKernels:
         if self.num_rows != env.num_envs * len(agents):
             raise ValueError(f"the buffer has {self.num_rows} rows, expected {env.num_envs} x {len(agents)}")
         device = env.device
-        self._sample = PerEnvironmentKernel(_SAMPLERS[action_kind], device)
+        self._sampler = _SAMPLERS[action_kind]
+        self._sample = PerEnvironmentKernel(self._sampler, device)
         self._record = PerEnvironmentKernel(record_step, device)
         self._advantages = PerEnvironmentKernel(generalized_advantages, device)
         self._agent_tensor = torch.tensor(agents, dtype=torch.int32, device=device)
@@ -303,8 +304,37 @@ class RolloutKernels:
         """Sample from ``actor_output`` (logits, padded logits ``(rows, k, n_max)``, or means) into
         ``buffer.actions[step]``, ``buffer.log_probs[step]`` and the env's action buffer; marks
         ``buffer.valid[step]`` for the agents in the game."""
+        self._sample(self.num_rows, self._sample_arguments(actor_output, step))
+
+    def record(self, step: int) -> None:
+        """Copy the step's rewards, flags, final observations and episode statistics into the
+        rollout buffer at ``step``."""
+        self._record(self.num_rows, self._record_arguments(step))
+
+    @property
+    def fuses_step(self) -> bool:
+        """Whether :meth:`sample_step_record` runs as one launch: on CUDA, for a policy of the only
+        agent of environments that fit a block each."""
+        return getattr(self.env, "fuses_policy_step", False) and self.num_rows == self.env.num_envs
+
+    def sample_step_record(self, actor_output: torch.Tensor, step: int) -> None:
+        """:meth:`sample`, the environment's step and :meth:`record`, in one kernel launch where
+        :attr:`fuses_step` (three otherwise), with the same results."""
+        if not self.fuses_step:
+            self.sample(actor_output, step)
+            self.env.step_in_place()
+            self.record(step)
+            return
+        self.env.policy_step_in_place(
+            self._sampler,
+            self._sample_arguments(actor_output, step),
+            record_step,
+            self._record_arguments(step),
+        )
+
+    def _sample_arguments(self, actor_output: torch.Tensor, step: int) -> tuple:
         rows = actor_output.reshape(-1, actor_output.shape[-1])
-        arguments = (
+        return (
             numba_view(rows.contiguous()),
             self._log_std,
             self._tick,
@@ -317,12 +347,9 @@ class RolloutKernels:
             self._active,
             self._valid,
         )
-        self._sample(self.num_rows, arguments)
 
-    def record(self, step: int) -> None:
-        """Copy the step's rewards, flags, final observations and episode statistics into the
-        rollout buffer at ``step``."""
-        self._record(self.num_rows, (step, self._agents, *self._from_env, *self._recorded, self._valid))
+    def _record_arguments(self, step: int) -> tuple:
+        return (step, self._agents, *self._from_env, *self._recorded, self._valid)
 
     def advantages(
         self, rewards: torch.Tensor, next_value: torch.Tensor, gamma: float, gae_lambda: float

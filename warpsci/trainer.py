@@ -309,26 +309,35 @@ class OnPolicyTrainer:
 
     def collect_rollout(self) -> None:
         """Run ``num_steps`` steps from the environment's current observations into every
-        learner's rollout buffer."""
+        learner's rollout buffer. With one policy over environments of one agent on CUDA, each
+        step's sampling, environment step and recording are one kernel launch."""
         env = self.env
-        env_buffers = env.buffers
+        one_launch = len(self.learners) == 1 and self.single.kernels.fuses_step
         for step in range(self.config.num_steps):
-            for learner in self.learners:
-                obs = learner.observations(env_buffers.obs)
-                learner.buffer.obs[step].copy_(obs)
-                mask = learner.action_mask(env_buffers.action_mask)
-                if mask is not None:
-                    learner.buffer.action_masks[step].copy_(mask)
-                with torch.no_grad():
-                    if learner.policy.shared_trunk:
-                        actor_output, values = learner.policy.act_and_value(obs, mask)
-                        learner.buffer.values[step].copy_(values)
-                    else:
-                        actor_output = learner.policy.actor_output(obs, mask)
+            actor_outputs = [self._act(learner, step) for learner in self.learners]
+            if one_launch:
+                self.single.kernels.sample_step_record(actor_outputs[0], step)
+                continue
+            for learner, actor_output in zip(self.learners, actor_outputs, strict=True):
                 learner.kernels.sample(actor_output, step)  # into the buffer and the env
             env.step_in_place()
             for learner in self.learners:
                 learner.kernels.record(step)
+
+    def _act(self, learner: PolicyLearner, step: int) -> torch.Tensor:
+        """Store the learner's observations (and action masks) at ``step`` and return its actor's
+        output on them (recording the values of a shared trunk)."""
+        obs = learner.observations(self.env.buffers.obs)
+        learner.buffer.obs[step].copy_(obs)
+        mask = learner.action_mask(self.env.buffers.action_mask)
+        if mask is not None:
+            learner.buffer.action_masks[step].copy_(mask)
+        with torch.no_grad():
+            if learner.policy.shared_trunk:
+                actor_output, values = learner.policy.act_and_value(obs, mask)
+                learner.buffer.values[step].copy_(values)
+                return actor_output
+            return learner.policy.actor_output(obs, mask)
 
     def rollout_and_advantages(self) -> dict[str, torch.Tensor]:
         """One iteration's rollout (from the environment's current observation) and advantages;

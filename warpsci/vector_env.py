@@ -338,6 +338,36 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         except Exception as error:
             raise_named(self.definition.name, error)
 
+    @property
+    def fuses_policy_step(self) -> bool:
+        """Whether :meth:`policy_step_in_place` applies: on CUDA, environments of one agent, each in
+        one block."""
+        return self.device.type == "cuda" and self._kernels.fuses_policy_step
+
+    def policy_step_in_place(
+        self, sampler: Any, sample_arguments: tuple, recorder: Any, record_arguments: tuple
+    ) -> None:
+        """A trainer's rollout step in one launch (where :attr:`fuses_policy_step`): per
+        environment, ``sampler(env, sample_arguments)`` writes the policy's action into
+        ``actions_buffer``, the environment steps as in :meth:`step_in_place`, and
+        ``recorder(env, record_arguments)`` copies the results into the rollout buffer (the Numba
+        functions of :mod:`warpsci.rollout_kernels`)."""
+        try:
+            self._kernels.policy_step(
+                sampler,
+                sample_arguments,
+                recorder,
+                record_arguments,
+                self._state_view,
+                self._params_tuple,
+                self._buffer_view,
+                self._seed,
+                self.max_episode_steps,
+                self._stream(),
+            )
+        except Exception as error:
+            raise_named(self.definition.name, error)
+
     def random_rollout(self, num_steps: int) -> RandomRolloutStats:
         """Advance every environment ``num_steps`` steps with uniform random actions, drawn inside
         the kernel: one launch for all the steps, nothing but the kernel's own work per step.

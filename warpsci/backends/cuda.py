@@ -80,6 +80,7 @@ class CudaKernels:
         num_agents: int,
         threads_per_block: int | None = None,
     ) -> None:
+        self.definition = definition
         explicit = threads_per_block is not None
         if threads_per_block is None:
             threads_per_block = default_threads_per_block(num_agents)
@@ -127,6 +128,35 @@ class CudaKernels:
             self._launch_stages(self._staged.step, state, params, buffers, run, stream)
         else:
             self._fused[1][self.grid, self.block, stream](state, params, buffers, run)
+
+    @property
+    def fuses_policy_step(self) -> bool:
+        """Whether :meth:`policy_step` applies: environments of one agent, one block each."""
+        return not self.multi_block and self.block[0] == 1
+
+    def policy_step(
+        self,
+        sampler: Any,
+        sample_arguments: tuple,
+        recorder: Any,
+        record_arguments: tuple,
+        state: Any,
+        params: Any,
+        buffers: Any,
+        seed: int,
+        max_episode_steps: int,
+        stream: Any = 0,
+    ) -> None:
+        """A trainer's rollout step in one launch, for environments of one agent: each thread runs
+        ``sampler(env, sample_arguments)`` (the policy's action into ``buffers.actions``), the step,
+        then ``recorder(env, record_arguments)`` (its results into the rollout buffer), for its own
+        environment. The same as the three launched apart: with one agent, no thread reads another
+        environment's arrays. :mod:`warpsci.rollout_kernels` holds the samplers and the recorder."""
+        if not self.fuses_policy_step:
+            raise ValueError("policy_step takes environments of one agent, each in one block")
+        kernel = _compile_policy_step(self.definition, sampler, recorder)
+        run = (np.int64(seed), np.int64(max_episode_steps))
+        kernel[self.grid, self.block, stream](state, params, buffers, run, sample_arguments, record_arguments)
 
     def random_steps(
         self,
@@ -236,6 +266,29 @@ def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool, max_re
         observe_sequence(state, params, buffers, run, env, live, first, stride, num_agents, keys)
 
     return reset_kernel, step_kernel, random_steps_kernel
+
+
+@functools.cache
+def _compile_policy_step(definition: EnvironmentDefinition, sampler: Any, recorder: Any):
+    """The kernel of :meth:`CudaKernels.policy_step` (one thread per environment, no barriers)."""
+    step_sequence = sequence(make_kernel_stages(definition).step, _device_function, _no_barrier)
+
+    def policy_step_kernel(state, params, buffers, run, sample_arguments, record_arguments):
+        num_envs, num_agents = buffers.rewards.shape
+        env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
+        live = env < num_envs
+        if live:
+            sampler(env, sample_arguments)
+        first = np.uint32(cuda.threadIdx.x)
+        keys = _keys(run[0], env, first)
+        step_sequence(
+            state, params, buffers, run, env, live, first, np.uint32(cuda.blockDim.x), num_agents, keys
+        )
+        if live:
+            recorder(env, record_arguments)
+
+    label = f"{definition.name} step with the trainer's {sampler.__name__} and {recorder.__name__}"
+    return cached_cuda_jit(policy_step_kernel, label=label)
 
 
 @functools.cache
