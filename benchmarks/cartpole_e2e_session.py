@@ -5,6 +5,7 @@ goes (rollout against update), and the time to solve Cartpole from process start
 
     python benchmarks/cartpole_e2e_session.py OUT_DIR [--parts train phases solve]
         [--sizes 2048 65536 262144] [--modes fused layers-compiled ...] [--phase-sizes 2048 65536]
+        [--three-launch-rollout]
 
 Modes (``MODES``): ``fused`` is the default build (Triton MLP kernels), ``layers`` PyTorch's
 layers, ``-compiled`` adds ``TrainConfig.compile``, ``-bf16`` ``TrainConfig.bf16``. Figures are
@@ -198,7 +199,16 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=[2048, 65536, 262144])
     parser.add_argument("--modes", nargs="+", default=["fused", "layers-compiled"], choices=list(MODES))
     parser.add_argument("--phase-sizes", nargs="+", type=int, default=[2048, 65536])
+    parser.add_argument(
+        "--three-launch-rollout",
+        action="store_true",
+        help="sample, step and record as three launches a step (as before the one-launch step)",
+    )
     args = parser.parse_args()
+    if args.three_launch_rollout:
+        from warpsci.rollout_kernels import RolloutKernels
+
+        RolloutKernels.fuses_step = property(lambda self: False)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(torch.cuda.get_device_name(), torch.__version__, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))

@@ -5,7 +5,7 @@
 # (2) Tag gridworld end to end with 32-wide networks back on the NARROW settings (648K expected at
 #     2,000 x 1,000, A2C; 570K was measured with the interim settings);
 # (3) PPO Cartpole end to end with the fused kernels inside the compiled loss up to 1M environments
-#     (the best batch: 153.9M at 262K);
+#     (the best batch: 153.9M at 262K), and the one-launch rollout step against three launches;
 # (4) where a fresh process's seconds go before training (torch._dynamo should stay unimported),
 #     and the time to solve against a bare torch start.
 set -u
@@ -13,6 +13,10 @@ mkdir -p "$OUT"
 timeout 90 python benchmarks/fused_mlp_tuning.py --compare --rows 16384 2097152 --shapes 70x128x5 128x128x128 6x128x5 2>&1 | grep -v -i warn
 python -m pytest -q -m gpu tests/test_fused_mlp.py tests/test_graphs_gpu.py -p no:cacheprovider -n 3 --dist loadfile 2>&1 | tail -2
 timeout 200 python benchmarks/tag_speed_session.py "$OUT/tag" training fused-only 2>&1 | grep -E "^e2e"
+for rollout in "" --three-launch-rollout; do  # the one-launch rollout step against three launches
+  timeout 100 python benchmarks/cartpole_e2e_session.py "$OUT/phases$rollout" --parts phases --modes fused-compiled \
+    --phase-sizes 2048 65536 $rollout 2>&1 | grep -E "^phases|Error"
+done
 timeout 200 python benchmarks/cartpole_e2e_session.py "$OUT/e2e" --parts train --modes fused-compiled \
   --sizes 2048 262144 524288 1048576 2>&1 | grep -E "^train|Error"
 python benchmarks/startup_probe.py 2>&1 | grep -E "^  [a-zA-Z]" | tail -14
