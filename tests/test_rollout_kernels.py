@@ -238,7 +238,9 @@ POLICY_STEP_SCRIPT = textwrap.dedent(
                    valid=np.zeros((T, N), np.float32), rewards=np.zeros((T, N), np.float32),
                    dones=np.zeros((T, N), np.float32), ends=np.zeros((T, N), np.float32),
                    truncated=np.zeros((T, N), np.float32), final_obs=np.zeros((T, N, 4), np.float32),
-                   returns=np.zeros((T, N), np.float32), lengths=np.zeros((T, N), np.float32))
+                   returns=np.zeros((T, N), np.float32), lengths=np.zeros((T, N), np.float32),
+                   obs=np.zeros((T, N, 4), np.float32))
+        out["obs"][0] = b.obs[:, 0]  # the trainer stores step 0's observations; the fused step the rest
         for t in range(T):
             sample = (logits[t], np.zeros(1, np.float32), b.tick, SEED, t, out["actions"], out["log_probs"],
                       b.actions.reshape(N, 1, 1), agents, b.active, out["valid"])
@@ -247,9 +249,12 @@ POLICY_STEP_SCRIPT = textwrap.dedent(
                       out["dones"], out["ends"], out["truncated"], out["final_obs"], out["returns"],
                       out["lengths"], out["valid"])
             if fused:
-                runner._kernels.policy_step(rk.sample_discrete, sample, rk.record_step, record,
-                                            runner.state, runner.params, b, SEED, runner.max_episode_steps)
+                record = (record, t + 1, b.obs.reshape(N, 1, -1), out["obs"])
+                runner._kernels.policy_step(rk.sample_discrete, sample, rk.record_step_and_observation,
+                                            record, runner.state, runner.params, b, SEED,
+                                            runner.max_episode_steps)
             else:
+                out["obs"][t] = b.obs[:, 0]
                 rk._compiled(rk.sample_discrete)[1][2, 4](N, sample)
                 runner._kernels.step(runner.state, runner.params, b, SEED, runner.max_episode_steps)
                 rk._compiled(rk.record_step)[1][2, 4](N, record)
@@ -268,9 +273,9 @@ POLICY_STEP_SCRIPT = textwrap.dedent(
 
 
 def test_fused_policy_step_equals_three_launches_under_simulator():
-    """Sampling, the environment's step and recording in one CUDA launch (environments of one agent)
-    leave every state array, environment buffer and rollout slot as the three launches do,
-    through resets and truncations."""
+    """Sampling, the environment's step, recording and storing the next observations in one CUDA
+    launch (environments of one agent) leave every state array, environment buffer and rollout slot
+    as the three launches and the observation copy do, through resets and truncations."""
     result = run_script(POLICY_STEP_SCRIPT, simulator=True)
     assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
     assert "policy step agrees" in result.stdout

@@ -155,6 +155,19 @@ def record_step(row, arguments):
 
 
 @njit
+def record_step_and_observation(row, arguments):
+    """:func:`record_step`, then the row's observation after the step (after a reset, where the
+    episode ended) into rollout slot ``next_step`` unless that is past the rollout's end: the
+    one-launch rollout step's stand-in for copying the observations before the next forward pass."""
+    record_arguments, next_step, env_obs, buffer_obs = arguments
+    record_step(row, record_arguments)
+    if next_step < buffer_obs.shape[0]:
+        env, agent = _row_agent(row, record_arguments[1])
+        for feature in range(buffer_obs.shape[2]):
+            buffer_obs[next_step, row, feature] = env_obs[env, agent, feature]
+
+
+@njit
 def generalized_advantages(env, arguments):
     """GAE's backward recursion for one environment; also writes ``returns = advantages + values``.
     Same definitions as :func:`warpsci.rollout.compute_gae`."""
@@ -298,6 +311,8 @@ class RolloutKernels:
             )
         )
         self._advantage_outputs = (numba_view(buffer.advantages), numba_view(buffer.returns))
+        self._env_obs = numba_view(env_buffers.obs.reshape(env.num_envs, env.num_agents, -1))
+        self._buffer_obs = numba_view(buffer.obs.reshape(buffer.num_steps, self.num_rows, -1))
         self._values = numba_view(buffer.values)
 
     def sample(self, actor_output: torch.Tensor, step: int) -> None:

@@ -310,11 +310,14 @@ class OnPolicyTrainer:
     def collect_rollout(self) -> None:
         """Run ``num_steps`` steps from the environment's current observations into every
         learner's rollout buffer. With one policy over environments of one agent on CUDA, each
-        step's sampling, environment step and recording are one kernel launch."""
+        step's sampling, environment step, recording and storing of the next observations are one
+        kernel launch."""
         env = self.env
         one_launch = len(self.learners) == 1 and self.single.kernels.fuses_step
         for step in range(self.config.num_steps):
-            actor_outputs = [self._act(learner, step) for learner in self.learners]
+            # The one-launch step stores the next step's observations itself.
+            store_obs = step == 0 or not one_launch
+            actor_outputs = [self._act(learner, step, store_obs) for learner in self.learners]
             if one_launch:
                 self.single.kernels.sample_step_record(actor_outputs[0], step)
                 continue
@@ -324,11 +327,12 @@ class OnPolicyTrainer:
             for learner in self.learners:
                 learner.kernels.record(step)
 
-    def _act(self, learner: PolicyLearner, step: int) -> torch.Tensor:
-        """Store the learner's observations (and action masks) at ``step`` and return its actor's
-        output on them (recording the values of a shared trunk)."""
+    def _act(self, learner: PolicyLearner, step: int, store_obs: bool = True) -> torch.Tensor:
+        """Store the learner's observations (unless ``store_obs`` is False) and action masks at
+        ``step``, and return its actor's output on them (recording the values of a shared trunk)."""
         obs = learner.observations(self.env.buffers.obs)
-        learner.buffer.obs[step].copy_(obs)
+        if store_obs:
+            learner.buffer.obs[step].copy_(obs)
         mask = learner.action_mask(self.env.buffers.action_mask)
         if mask is not None:
             learner.buffer.action_masks[step].copy_(mask)
