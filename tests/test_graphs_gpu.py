@@ -217,7 +217,17 @@ def test_one_launch_rollout_step_equals_three_launches(monkeypatch, env_id, algo
         trainer.env.reset()
         trainer.collect_rollout()
         buffer = trainer.single.buffer
-        names = ("obs", "actions", "log_probs", "rewards", "dones", "truncated", "final_obs", "valid")
+        names = (
+            "obs",
+            "actions",
+            "log_probs",
+            "rewards",
+            "dones",
+            "truncated",
+            "final_obs",
+            "valid",
+            "episode_ends",
+        )
         buffers.append({name: getattr(buffer, name).clone() for name in names})
     for name, fused in buffers[0].items():
         assert torch.equal(fused, buffers[1][name]), name

@@ -279,3 +279,36 @@ def test_fused_policy_step_equals_three_launches_under_simulator():
     result = run_script(POLICY_STEP_SCRIPT, simulator=True)
     assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
     assert "policy step agrees" in result.stdout
+
+
+def test_trainer_one_launch_path_fills_the_rollout_as_three_launches(monkeypatch):
+    """The trainer's wiring of the one-launch rollout step (taken on CUDA), emulated on the CPU:
+    the environment runs the CPU-compiled sampler, step and recorder it is handed, in the kernel's
+    order. The rollout buffer must come out as the three-launch path fills it, observations of every
+    step included (the one-launch step stores them for the next step)."""
+    from warpsci import rollout_kernels
+    from warpsci.algorithms import make_trainer
+    from warpsci.config import TrainConfig
+
+    def one_launch(env, sampler, sample_arguments, recorder, record_arguments):
+        rollout_kernels._compiled(sampler)[0](env.num_envs, sample_arguments)
+        env.step_in_place()
+        rollout_kernels._compiled(recorder)[0](env.num_envs, record_arguments)
+
+    buffers = []
+    for fused in (False, True):
+        config = TrainConfig(env_id="CartPole-v1", num_envs=16, num_steps=40, total_timesteps=640, seed=2)
+        trainer = make_trainer(config)
+        if fused:
+            env_class = type(trainer.env)
+            monkeypatch.setattr(env_class, "fuses_policy_step", property(lambda self: True))
+            monkeypatch.setattr(env_class, "policy_step_in_place", one_launch)
+        assert trainer.single.kernels.fuses_step is fused
+        trainer.env.reset()
+        trainer.collect_rollout()
+        buffer = trainer.single.buffer
+        names = ("obs", "actions", "log_probs", "rewards", "dones", "episode_ends", "valid")
+        buffers.append({name: getattr(buffer, name).clone() for name in names})
+    assert buffers[0]["dones"].any(), "no episode ended: resets would go untested"
+    for name, expected in buffers[0].items():
+        assert torch.equal(buffers[1][name], expected), name

@@ -333,18 +333,18 @@ class RolloutKernels:
         return getattr(self.env, "fuses_policy_step", False) and self.num_rows == self.env.num_envs
 
     def sample_step_record(self, actor_output: torch.Tensor, step: int) -> None:
-        """:meth:`sample`, the environment's step and :meth:`record`, in one kernel launch where
-        :attr:`fuses_step` (three otherwise), with the same results."""
+        """Where :attr:`fuses_step`, one kernel launch: :meth:`sample`, the environment's step,
+        :meth:`record`, and the observations after the step into ``buffer.obs[step + 1]`` (the
+        caller stores step 0's). Otherwise :meth:`sample`, the step and :meth:`record`, three
+        launches (the caller stores every step's observations)."""
         if not self.fuses_step:
             self.sample(actor_output, step)
             self.env.step_in_place()
             self.record(step)
             return
+        record = (self._record_arguments(step), step + 1, self._env_obs, self._buffer_obs)
         self.env.policy_step_in_place(
-            self._sampler,
-            self._sample_arguments(actor_output, step),
-            record_step,
-            self._record_arguments(step),
+            self._sampler, self._sample_arguments(actor_output, step), record_step_and_observation, record
         )
 
     def _sample_arguments(self, actor_output: torch.Tensor, step: int) -> tuple:
