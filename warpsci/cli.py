@@ -144,18 +144,17 @@ def _train_and_report(args: argparse.Namespace, trainer: Any, run_dir: Path) -> 
         result = trainer.train()
         processes.barrier()  # leave together, once rank 0 has written the summary
         return exit_code(result.stopped_by) if result.stopped_by is not None else 0
+    steps = f"{config.total_timesteps:,} steps"
     if config.total_timesteps % config.batch_size:
-        steps = config.num_iterations * config.batch_size
-        print(
-            f"total_timesteps {config.total_timesteps:,} is not a multiple of a rollout (num_envs x "
-            f"num_steps = {config.batch_size:,}): training {config.num_iterations:,} iterations, "
-            f"{steps:,} steps",
-            file=sys.stderr,
+        rounded = config.num_iterations * config.batch_size
+        steps = (
+            f"{rounded:,} steps ({config.total_timesteps:,} rounded down to whole rollouts of "
+            f"{config.batch_size:,})"
         )
     where = f"{trainer.device}" if not processes.active else f"{processes.world_size} processes"
     print(
         f"training {config.env_id} with {config.algo.upper()} on {where} with "
-        f"{config.num_envs} environments for {config.total_timesteps:,} steps; run folder {run_dir}",
+        f"{config.num_envs} environments for {steps}; run folder {run_dir}",
         file=sys.stderr,
     )
     result = trainer.train(progress_bar=not args.no_progress)
@@ -458,11 +457,13 @@ def command_render(args: argparse.Namespace) -> int:
     output, episode = render_run(
         args.run, args.output, seed=args.seed, fps=args.fps, deterministic=deterministic
     )
-    returns = ", ".join(f"{name} {value:.3g}" for name, value in episode.returns.items())
-    print(
-        f"wrote {output}: {len(episode.frames)} frames of {episode.definition.name} "
-        f"(returns summed over agents: {returns})"
-    )
+    if len(episode.returns) == 1:
+        returns = f"return {next(iter(episode.returns.values())):.3g}"
+    else:
+        returns = "returns summed over each group's agents: " + ", ".join(
+            f"{name} {value:.3g}" for name, value in episode.returns.items()
+        )
+    print(f"wrote {output}: {len(episode.frames)} frames of {episode.definition.name} ({returns})")
     return 0
 
 

@@ -77,7 +77,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
         if not torch.cuda.is_available():
             raise RuntimeError(
                 f"device={str(device)!r} was requested but no CUDA GPU is available "
-                "(torch.cuda.is_available() is False); use device='cpu'"
+                "(torch.cuda.is_available() is False); use device='cpu' (--device cpu on the command line)"
             )
         index = resolved.index if resolved.index is not None else torch.cuda.current_device()
         if index >= torch.cuda.device_count():
