@@ -47,6 +47,15 @@ def test_train_eval_and_resume_a_users_environment(tmp_path, capsys):
     assert main(resume + ["--device", "cpu", "--no-progress"]) == 0
 
 
+def test_default_run_folder_of_a_users_environment_has_no_colon():
+    """``runs/<id>__seed<n>__<time>``: a ``module:NAME`` id is named with a dash (a colon reads as a
+    host in scp and as a drive on Windows)."""
+    argv = ["train", CORRIDOR, "--total-steps", "64", "--num-steps", "8", "--eval-episodes", "0"]
+    assert main(argv + QUIET) == 0
+    (folder,) = Path("runs").iterdir()
+    assert folder.name.startswith("my_corridor-CORRIDOR__seed1__"), folder.name
+
+
 @pytest.mark.parametrize(
     ("reference", "message"),
     [

@@ -125,10 +125,12 @@ def command_train(args: argparse.Namespace) -> int:
         get_definition(args.env_id)  # fail early on an unknown id
         config = TrainConfig.from_dict(resolve_train_config(args))
         processes = distributed.setup(config.device)
-        # Several processes (torchrun): one folder, named by rank 0.
+        # Several processes (torchrun): one folder, named by rank 0. A custom environment's
+        # "module:NAME" id is named without the colon (scp and Windows read it as a drive or host).
+        name = config.env_id.replace(":", "-")
         run_dir = Path(
             processes.broadcast_object(
-                args.run_dir or f"runs/{config.env_id}__seed{config.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+                args.run_dir or f"runs/{name}__seed{config.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
             )
         )
         trainer = make_trainer(config, run_dir)
