@@ -1,12 +1,13 @@
 # The next H100 lease for issues 12 and 18, one command from the repository root with OUT set
-# (about 6 minutes). What the lease of 2026-11-25 (evening) left unmeasured:
+# (about 8 minutes). What the lease of 2026-11-25 (evening) left unmeasured:
 # (1) the fused kernels' GPU tests at both launch-setting classes (32 and 128 wide), and which launch
 #     settings load for 128-wide networks with wide inputs and outputs (the probe's fallbacks);
 # (2) Tag gridworld end to end with 32-wide networks back on the NARROW settings (648K expected at
 #     2,000 x 1,000, A2C; 570K was measured with the interim settings);
 # (3) PPO Cartpole end to end with the fused kernels inside the compiled loss up to 1M environments
 #     (the best batch: 153.9M at 262K), and the one-launch rollout step against three launches;
-# (4) where a fresh process's seconds go before training (torch._dynamo should stay unimported),
+# (4) Tag continuous end to end with the compiled update (issue 12);
+# (5) where a fresh process's seconds go before training (torch._dynamo should stay unimported),
 #     and the time to solve against a bare torch start.
 set -u
 mkdir -p "$OUT"
@@ -19,5 +20,7 @@ for rollout in "" --three-launch-rollout; do  # the one-launch rollout step agai
 done
 timeout 200 python benchmarks/cartpole_e2e_session.py "$OUT/e2e" --parts train --modes fused-compiled \
   --sizes 2048 262144 524288 1048576 2>&1 | grep -E "^train|Error"
+# Issue 12: Tag continuous 2,000 x 110 with WarpDrive's network, the update's loss compiled (364K eager).
+timeout 150 python benchmarks/profile_iteration.py "$OUT" warpdrive compile 2>&1 | grep -E '"(rollout_ms|update_ms|env_steps_per_s)"'
 python benchmarks/startup_probe.py 2>&1 | grep -E "^  [a-zA-Z]" | tail -14
 timeout 120 python benchmarks/cartpole_e2e_session.py "$OUT/solve" --parts solve 2>&1 | grep -E "^solve"
