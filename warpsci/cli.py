@@ -539,8 +539,37 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose answer to a mistyped option suggests the closest one."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if message.startswith("unrecognized arguments:"):
+            import difflib
+
+            options = self._all_option_strings()
+            for word in message.split(":", 1)[1].split():
+                close = (
+                    difflib.get_close_matches(word.split("=")[0], options, n=1)
+                    if word.startswith("--")
+                    else []
+                )
+                if close:
+                    message += f" (did you mean {close[0]}?)"
+                    break
+        super().error(message)
+
+    def _all_option_strings(self) -> list[str]:
+        """The options of this parser and of its subcommands."""
+        options = [option for action in self._actions for option in action.option_strings]
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for command in action.choices.values():
+                    options += [option for sub in command._actions for option in sub.option_strings]
+        return options
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="warpsci", description=__doc__)
+    parser = _Parser(prog="warpsci", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
 
