@@ -314,7 +314,6 @@ def _eval_scripted(args: argparse.Namespace) -> int:
     if args.play:
         raise ValueError("--play chooses players of a trained run; it does not go with --policy")
     env_params = coerce("env_params", args.env_params, dict[str, Any]) if args.env_params else None
-    print(f"playing one {ENV_ID} episode with the {args.policy} policy ...", file=sys.stderr)
     episode = play_scripted(args.policy, env_params, args.device or "cpu")
     summary: dict[str, Any] = {"env_id": ENV_ID, **episode.summary()}
     if args.output_dir:
@@ -457,7 +456,6 @@ def command_render(args: argparse.Namespace) -> int:
     from warpsci.render import render_run
 
     deterministic = True if args.greedy else (False if args.sample else None)
-    print(f"playing one episode of {args.run} and drawing its frames into {args.output} ...", file=sys.stderr)
     output, episode = render_run(
         args.run, args.output, seed=args.seed, fps=args.fps, deterministic=deterministic
     )
