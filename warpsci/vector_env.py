@@ -319,24 +319,15 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         """
         try:
             if self.device.type == "cpu":
-                self._kernels.step(
-                    self._state_view,
-                    self._params_tuple,
-                    self._buffer_view,
-                    self._seed,
-                    self.max_episode_steps,
-                )
+                self._kernels.step(*self._step_arguments())
             else:
-                self._kernels.step(
-                    self._state_view,
-                    self._params_tuple,
-                    self._buffer_view,
-                    self._seed,
-                    self.max_episode_steps,
-                    self._stream(),
-                )
+                self._kernels.step(*self._step_arguments(), self._stream())
         except Exception as error:
             raise_named(self.definition.name, error)
+
+    def _step_arguments(self) -> tuple:
+        """What a step kernel is given: state, params, buffers, reset seed and time limit."""
+        return (self._state_view, self._params_tuple, self._buffer_view, self._seed, self.max_episode_steps)
 
     @property
     def fuses_policy_step(self) -> bool:
@@ -354,16 +345,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         functions of :mod:`warpsci.rollout_kernels`)."""
         try:
             self._kernels.policy_step(
-                sampler,
-                sample_arguments,
-                recorder,
-                record_arguments,
-                self._state_view,
-                self._params_tuple,
-                self._buffer_view,
-                self._seed,
-                self.max_episode_steps,
-                self._stream(),
+                sampler, sample_arguments, recorder, record_arguments, *self._step_arguments(), self._stream()
             )
         except Exception as error:
             raise_named(self.definition.name, error)
