@@ -5,7 +5,7 @@ goes (rollout against update), and the time to solve Cartpole from process start
 
     python benchmarks/cartpole_e2e_session.py OUT_DIR [--parts train phases solve]
         [--sizes 2048 65536 262144] [--modes fused layers-compiled ...] [--phase-sizes 2048 65536]
-        [--three-launch-rollout]
+        [--three-launch-rollout] [--autograd-loss]
 
 Modes (``MODES``): ``fused`` is the default build (Triton MLP kernels), ``layers`` PyTorch's
 layers, ``-compiled`` adds ``TrainConfig.compile``, ``-bf16`` ``TrainConfig.bf16``. Figures are
@@ -204,7 +204,16 @@ def main() -> None:
         action="store_true",
         help="sample, step and record as three launches a step (as before the one-launch step)",
     )
+    parser.add_argument(
+        "--autograd-loss",
+        action="store_true",
+        help="PPO's loss through autograd (as before warpsci.fused_ppo), not inside the kernels",
+    )
     args = parser.parse_args()
+    if args.autograd_loss:
+        from warpsci import fused_ppo
+
+        fused_ppo.applies = lambda policy, rollout: False
     if args.three_launch_rollout:
         from warpsci.rollout_kernels import RolloutKernels
 

@@ -135,23 +135,33 @@ def actor_critic_equals_unfused() -> None:
 
 
 def training_equals_unfused() -> None:
-    """Two A2C iterations of Tag gridworld (partial observations, shared policy) with and without the
-    kernels end with the same weights."""
+    """Two A2C iterations of Tag gridworld (partial observations, shared policy), and two PPO
+    iterations of Cartpole (the loss inside the kernels, :mod:`warpsci.fused_ppo`), with and
+    without the kernels end with the same weights."""
+    from warpsci import fused_ppo
     from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig
 
-    weights = []
-    for fused in (True, False):
-        config = TrainConfig(
-            env_id="TagGridworld-v0", algo="a2c", num_envs=4, num_steps=8, total_timesteps=64,
-            hidden_sizes=(32, 32), shared_policy=True, fused_mlp=fused, tf32=False,
-            env_params={"num_taggers": 3, "grid_length": 5, "use_full_observation": False},
-        )  # fmt: skip
-        trainer = make_trainer(config)
-        assert trainer.policy.fused is fused and can_fuse(trainer.policy.actor, trainer.single.buffer.obs[0])
-        trainer.train()
-        weights.append(torch.cat([p.detach().flatten() for p in trainer.policy.parameters()]))
-    assert torch.allclose(weights[0], weights[1], rtol=1e-4, atol=1e-6), (weights[0] - weights[1]).abs().max()
+    runs = (
+        dict(env_id="TagGridworld-v0", algo="a2c", hidden_sizes=(32, 32), shared_policy=True,
+             env_params={"num_taggers": 3, "grid_length": 5, "use_full_observation": False}),
+        dict(env_id="CartPole-v1", algo="ppo", hidden_sizes=(64, 64), num_minibatches=2, update_epochs=2),
+    )  # fmt: skip
+    for run in runs:
+        weights = []
+        for fused in (True, False):
+            config = TrainConfig(
+                num_envs=4, num_steps=8, total_timesteps=64, fused_mlp=fused, tf32=False, **run
+            )
+            trainer = make_trainer(config)
+            obs = trainer.single.buffer.obs
+            assert trainer.policy.fused is fused and can_fuse(trainer.policy.actor, obs[0])
+            if run["algo"] == "ppo":
+                assert fused_ppo.applies(trainer.policy, (obs.flatten(0, 1), *[None] * 7)) is fused
+            trainer.train()
+            weights.append(torch.cat([p.detach().flatten() for p in trainer.policy.parameters()]))
+        difference = (weights[0] - weights[1]).abs().max()
+        assert torch.allclose(weights[0], weights[1], rtol=1e-4, atol=1e-6), (run["env_id"], difference)
 
 
 def eager_calls_do_not_import_dynamo() -> None:
@@ -194,6 +204,68 @@ def compiled_loss_keeps_the_kernels() -> None:
         assert torch.allclose(eager, traced, rtol=1e-6, atol=1e-7)
 
 
+def ppo_gradients_equal_autograd(device: str = "cpu") -> None:
+    """:mod:`warpsci.fused_ppo`'s gradients and logged losses equal :func:`warpsci.ppo.ppo_losses`
+    differentiated by autograd (float32 products both), with and without advantage normalisation
+    and value clipping, on a minibatch of rows gathered by index that leaves a partial tile, with
+    ratios and value changes on both sides of the clip range."""
+    import dataclasses
+    import itertools
+
+    from warpsci import fused_ppo
+    from warpsci.config import TrainConfig
+    from warpsci.ppo import ppo_losses
+
+    torch.set_float32_matmul_precision("highest")
+    generator = torch.Generator().manual_seed(3)
+    policy = ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True).to(device)
+    total = 300
+
+    def noise() -> torch.Tensor:
+        return torch.randn(total, generator=generator).to(device)
+
+    obs = torch.randn(total, 6, generator=generator).to(device)
+    actions = torch.randint(0, 5, (total,), generator=generator).to(device)
+    with torch.no_grad():
+        log_probs, _, values = policy.evaluate(obs, actions)
+    old_log_probs, advantages = log_probs + 0.3 * noise(), noise()
+    returns, old_values = values + noise(), values + 0.3 * noise()
+    rollout = (obs, actions, old_log_probs, advantages, returns, old_values, None, None)
+    index = torch.randperm(total, generator=generator)[:137].to(device)
+    ent_coef = torch.tensor(0.05, device=device)
+    assert fused_ppo.applies(policy, rollout)
+    parameters = list(policy.parameters())
+    # Minibatches that do not divide the rows: the last is shorter, each with its own statistics.
+    for size, sizes in ((50, [50, 50, 37]), (137, [137])):
+        minibatches = fused_ppo.minibatch_indices(rollout, index, size, norm_adv=True)
+        assert [len(rows) for rows, _ in minibatches] == sizes
+        for (rows, stats), start in zip(minibatches, range(0, 137, size), strict=True):
+            assert torch.equal(rows, index[start : start + size])
+            expected = torch.stack([advantages[rows].mean(), advantages[rows].std()])
+            assert torch.allclose(stats, expected), (size, stats, expected)
+    for norm_adv, clip_vloss in itertools.product((True, False), repeat=2):
+        config = dataclasses.replace(TrainConfig(), norm_adv=norm_adv, clip_vloss=clip_vloss, vf_coef=0.7)
+        policy.fused = False
+        for parameter in parameters:
+            parameter.grad = None
+        expected = ppo_losses(policy, config, rollout, index, ent_coef)
+        expected["loss"].backward()
+        expected_grads = [parameter.grad.clone() for parameter in parameters]
+        policy.fused = True
+        for parameter in parameters:
+            parameter.grad = None
+        [(rows, adv_stats)] = fused_ppo.minibatch_indices(rollout, index, index.numel(), norm_adv)
+        losses = fused_ppo.minibatch_gradients(policy, config, rollout, rows, adv_stats, ent_coef)
+        assert 0 < expected["losses/clipfrac"] < 1, "the minibatch must straddle the clip range"
+        del expected["loss"]  # differentiated above; the fused path returns its parts only
+        assert sorted(losses) == sorted(expected)
+        for name, value in expected.items():
+            assert torch.allclose(losses[name], value, rtol=1e-5, atol=1e-6), (name, losses[name], value)
+        for parameter, grad in zip(parameters, expected_grads, strict=True):
+            error = _relative(parameter.grad, grad)
+            assert error < 1e-5, (norm_adv, clip_vloss, error)
+
+
 CHECKS = (
     forward_and_gradients_match_float64,
     rounded_tf32_is_unbiased,
@@ -203,4 +275,5 @@ CHECKS = (
     training_equals_unfused,
     eager_calls_do_not_import_dynamo,
     compiled_loss_keeps_the_kernels,
+    ppo_gradients_equal_autograd,
 )

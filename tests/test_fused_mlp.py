@@ -71,6 +71,17 @@ def test_compiled_kernels_on_the_gpu(n_in, hidden, n_out):
         assert ((grad.double() - parameter.grad).norm() / parameter.grad.norm()).item() < 1e-5
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_ppo_loss_inside_the_kernels_on_the_gpu():
+    """The compiled loss heads of ``warpsci.fused_ppo`` against autograd, float32 products."""
+    previous = torch.get_float32_matmul_precision()
+    try:
+        fused_mlp_checks.ppo_gradients_equal_autograd("cuda")
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
 class _FakeKernels:
     """Stands in for :mod:`warpsci.mlp_kernels`: records each launch's precision and rows per
     program, and refuses to load (as Triton does when a kernel needs more shared memory than the

@@ -14,6 +14,10 @@ per row (Tag gridworld: 6 in, 5 out) that traffic is nearly all of an update's t
   once per program; the per-program partial sums are added up by ``torch.sum``, so the result does
   not depend on the order programs finish in (no float atomics).
 * The input needs no gradient (observations); the weights do.
+* The backward kernel takes the gradient of the network's output as given, or computes it itself
+  from a loss head: PPO's clipped surrogate with the entropy bonus for a categorical actor, PPO's
+  value loss for a critic (:mod:`warpsci.fused_ppo`), reading the minibatch's rows through its
+  index.
 * Eager calls go through a ``torch.autograd.Function``; under ``torch.compile`` the same kernels
   are torch custom operators (``warpsci::fused_mlp``, its backward registered for autograd), kept
   inside the compiled loss. (A custom operator's first eager call imports ``torch._dynamo``: 6 s
@@ -46,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -64,6 +69,8 @@ class LaunchSettings:
     """Software-pipeline stages of the backward loop (1: none; Triton's default on Hopper is 3)."""
     warps: int = 4
     """Warps per program, both passes."""
+    programs_per_sm: int = 2
+    """Programs of the backward pass per streaming multiprocessor (each loops over tiles)."""
 
 
 #: Hidden layers of up to 32 units: 128-row programs, 3 stages (2M-20M rows of 6 -> 32 -> 32 -> 5:
@@ -98,35 +105,48 @@ def launch_candidates(widest_hidden: int) -> tuple[LaunchSettings, ...]:
 _CHOSEN: dict[tuple, LaunchSettings | None] = {}
 
 
-def _shape_key(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> tuple:
+def padded_shape_key(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> tuple:
+    """What a network's kernels compile for: its padded widths, and the device they run on."""
     widths = (x.shape[-1], w1.shape[0], w2.shape[0], w3.shape[0])
     return (*(_padded(width) for width in widths), x.device)
 
 
 def chosen_settings(x, w1, w2, w3, precision: str) -> LaunchSettings | None:
-    """The launch settings for this network on ``x``'s device, probed on first use: each candidate's
-    kernels are launched once over no rows; a candidate that asks for more shared memory than the
-    device has is skipped (Triton refuses to load it). Under Triton's interpreter: the preferred."""
-    key = _shape_key(x, w1, w2, w3)
+    """The launch settings for this network on ``x``'s device, probed on first use (see
+    :func:`probe_settings`)."""
+    empty = x[:0]
+
+    def launch(settings: LaunchSettings) -> None:
+        _forward(empty, w1, w1.new_zeros(w1.shape[0]), w2, w2.new_zeros(w2.shape[0]), w3,
+                 w3.new_zeros(w3.shape[0]), precision, settings)  # fmt: skip
+        _weight_grads(empty, empty.new_zeros((0, w3.shape[0])), w1, w1.new_zeros(w1.shape[0]),
+                      w2, w2.new_zeros(w2.shape[0]), w3, precision, settings)  # fmt: skip
+
+    candidates = launch_candidates(max(w1.shape[0], w2.shape[0]))
+    return probe_settings(padded_shape_key(x, w1, w2, w3), candidates, launch)
+
+
+def probe_settings(
+    key: tuple, candidates: tuple[LaunchSettings, ...], launch: Callable[[LaunchSettings], None]
+) -> LaunchSettings | None:
+    """The first of ``candidates`` whose kernels load, remembered under ``key``: ``launch(settings)``
+    launches them over no rows; a kernel that asks for more shared memory than the device has does
+    not load (Triton raises ``OutOfResources``). None where none does. Under Triton's interpreter
+    (no shared-memory limit): the first."""
     if key not in _CHOSEN:
-        candidates = launch_candidates(max(w1.shape[0], w2.shape[0]))
         if interpreting():
             _CHOSEN[key] = candidates[0]
-        else:
-            from triton.runtime.errors import OutOfResources
+            return _CHOSEN[key]
+        from triton.runtime.errors import OutOfResources
 
-            _CHOSEN[key] = None
-            empty = x[:0]
-            for settings in candidates:
-                try:
-                    _forward(empty, w1, w1.new_zeros(w1.shape[0]), w2, w2.new_zeros(w2.shape[0]), w3,
-                             w3.new_zeros(w3.shape[0]), precision, settings)  # fmt: skip
-                    _weight_grads(empty, empty.new_zeros((0, w3.shape[0])), w1, w1.new_zeros(w1.shape[0]),
-                                  w2, w2.new_zeros(w2.shape[0]), w3, precision, settings)  # fmt: skip
-                except OutOfResources:
-                    continue
-                _CHOSEN[key] = settings
-                break
+        _CHOSEN[key] = None
+        for settings in candidates:
+            try:
+                launch(settings)
+            except OutOfResources:
+                continue
+            _CHOSEN[key] = settings
+            break
     return _CHOSEN[key]
 
 
@@ -194,13 +214,13 @@ def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) 
     if torch.compiler.is_compiling():
         # Traced: only settings an eager call has already chosen (the rollout's forward passes run
         # eagerly before the compiled update); the operator resolves "default" when it runs.
-        if _CHOSEN.get(_shape_key(rows, first.weight, second.weight, third.weight)) is None:
+        if _CHOSEN.get(padded_shape_key(rows, first.weight, second.weight, third.weight)) is None:
             return module(x)
         out = _fused_mlp_op(rows, *weights, precision or "default")
     else:
         # Eagerly through an autograd.Function: a custom operator's first call imports
         # torch._dynamo (seconds at start-up).
-        precision = _resolved(precision or "default")
+        precision = resolved_precision(precision or "default")
         if chosen_settings(rows, first.weight, second.weight, third.weight, precision) is None:
             return module(x)
         out = _FusedMLP.apply(rows, *weights, precision)
@@ -233,7 +253,7 @@ def _forward(
         x, w1, b1, w2, b2, w3, b3, out, rows,
         width_in, w1.shape[0], w2.shape[0], w3.shape[0],
         _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
-        settings.forward_rows, _resolved(precision), num_warps=settings.warps,
+        settings.forward_rows, resolved_precision(precision), num_warps=settings.warps,
     )  # fmt: skip
     return out
 
@@ -243,18 +263,70 @@ def _weight_grads(
 ) -> torch.Tensor:
     """The gradients of w1, b1, w2, b2, w3 and b3, flattened in that order into one vector."""
     x = x.contiguous()
-    rows, width_in = x.shape
     settings = settings or _settings(x, w1, w2, w3, precision)
-    programs = max(1, min(triton_cdiv(rows, settings.backward_rows), _program_count(x.device)))
-    partial = torch.empty((programs, _parameter_count(w1, w2, w3)), device=x.device, dtype=torch.float32)
+    flat, _ = backward_pass(
+        x, x.shape[0], (w1, b1, w2, b2, w3, None), precision, settings, grad_out=grad_out.contiguous()
+    )
+    return flat
+
+
+#: Sums a loss head of the backward kernel returns (the categorical PPO head's surrogate, entropy,
+#: two KL estimates and clipped rows; the value head's squared errors, then zeros).
+LOSS_PARTS = 5
+
+
+def backward_pass(
+    x: torch.Tensor,
+    rows: int,
+    weights: tuple[torch.Tensor, ...],
+    precision: str,
+    settings: LaunchSettings,
+    head: str = "given",
+    index: torch.Tensor | None = None,
+    grad_out: torch.Tensor | None = None,
+    head_tensors: dict[str, torch.Tensor] | None = None,
+    head_options: dict[str, float | bool] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One launch of the backward kernel over the first ``rows`` rows of ``x``, or for a loss head
+    the rows ``x[index]``: the flat weight gradients (:func:`_weight_grads`'s layout) and, for a
+    loss head, the rows' sums of the loss's parts (:data:`LOSS_PARTS` floats; see
+    ``mlp_kernels.backward``). ``weights``: w1, b1, w2, b2, w3, b3 (b3 may be None for the
+    ``"given"`` head, which does not read it). ``head_tensors`` and ``head_options`` name the
+    head's arguments."""
+    w1, b1, w2, b2, w3, b3 = weights
+    programs = max(1, min(triton_cdiv(rows, settings.backward_rows), _program_count(x.device, settings)))
+    parameters = _parameter_count(w1, w2, w3)
+    width = parameters if head == "given" else parameters + LOSS_PARTS
+    partial = torch.empty((programs, width), device=x.device, dtype=torch.float32)
+    tensors = {
+        name: partial
+        for name in (
+            "actions",
+            "old_log_probs",
+            "advantages",
+            "adv_stats",
+            "ent_coef",
+            "returns",
+            "old_values",
+        )
+    }
+    tensors.update(head_tensors or {})
+    options = {"clip_coef": 0.0, "vf_coef": 0.0, "scale": 0.0, "norm_adv": False, "clip_vloss": False}
+    options.update(head_options or {})
     _kernels().backward[(programs,)](
-        x, grad_out.contiguous(), w1, b1, w2, b2, w3, partial, rows, partial.shape[1],
-        width_in, w1.shape[0], w2.shape[0], w3.shape[0],
-        _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
-        settings.backward_rows, _resolved(precision),
+        x, partial if index is None else index, partial if grad_out is None else grad_out,
+        w1, b1, w2, b2, w3, partial if b3 is None else b3, partial, rows, partial.shape[1],
+        x.shape[1], w1.shape[0], w2.shape[0], w3.shape[0],
+        tensors["actions"], tensors["old_log_probs"], tensors["advantages"], tensors["adv_stats"],
+        tensors["ent_coef"], tensors["returns"], tensors["old_values"],
+        float(options["clip_coef"]), float(options["vf_coef"]), float(options["scale"]),
+        _padded(x.shape[1]), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
+        settings.backward_rows, resolved_precision(precision), head,
+        bool(options["norm_adv"]), bool(options["clip_vloss"]),
         num_warps=settings.warps, num_stages=settings.backward_stages,
     )  # fmt: skip
-    return partial.sum(dim=0)
+    total = partial.sum(dim=0)
+    return (total, None) if head == "given" else (total[:parameters], total[parameters:])
 
 
 def _parameter_count(w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> int:
@@ -326,7 +398,7 @@ _fused_mlp_op.register_autograd(_operator_backward, setup_context=_save_for_back
 
 
 def _settings(x, w1, w2, w3, precision: str) -> LaunchSettings:
-    settings = chosen_settings(x, w1, w2, w3, _resolved(precision))
+    settings = chosen_settings(x, w1, w2, w3, resolved_precision(precision))
     if settings is None:
         raise RuntimeError(
             f"the fused MLP kernels do not fit this GPU's shared memory for a {x.shape[-1]} -> "
@@ -339,7 +411,8 @@ def _settings(x, w1, w2, w3, precision: str) -> LaunchSettings:
 PRECISIONS = ("default", "ieee", "tf32", "tf32_rounded", "tf32x3")
 
 
-def _resolved(precision: str) -> str:
+def resolved_precision(precision: str) -> str:
+    """``precision`` checked against :data:`PRECISIONS`, ``"default"`` resolved."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     return default_precision() if precision == "default" else precision
@@ -349,12 +422,17 @@ def triton_cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-@functools.cache
-def _program_count(device: torch.device) -> int:
-    """Programs of the backward pass: a few per streaming multiprocessor (4 on the CPU)."""
+def _program_count(device: torch.device, settings: LaunchSettings) -> int:
+    """Programs of the backward pass: ``settings.programs_per_sm`` per streaming multiprocessor (4
+    on the CPU)."""
     if device.type != "cuda":
         return 4
-    return 2 * torch.cuda.get_device_properties(device).multi_processor_count
+    return settings.programs_per_sm * _multiprocessors(device)
+
+
+@functools.cache
+def _multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 @functools.cache

@@ -81,18 +81,106 @@ def forward(
 
 
 @triton.jit
-def backward(
-    x, grad_out, w1, b1, w2, b2, w3, partial, rows, partial_width,
-    n_in, n_h1, n_h2, n_out,
-    IN_P: tl.constexpr, H1_P: tl.constexpr, H2_P: tl.constexpr, OUT_P: tl.constexpr,
-    BLOCK: tl.constexpr, PRECISION: tl.constexpr,
+def categorical_ppo_head(
+    y, live, o, n_out, action, old_log_prob, advantage, adv_mean, adv_std, ent_coef, clip_coef,
+    scale, NORM_ADV: tl.constexpr,
 ):  # fmt: skip
+    """The gradient of PPO's clipped surrogate minus the entropy bonus (means over the minibatch:
+    ``scale`` is 1 / its rows) with respect to a categorical policy's logits ``y`` (given each
+    row's action, old log-probability and advantage), and each row's parts of the loss (zero where
+    not ``live``): surrogate, entropy, -log ratio, (ratio - 1) - log ratio, clipped or not. Ties of
+    the two surrogate terms split the gradient in halves and the clamp passes it at its bounds, as
+    torch's ``maximum`` and ``clamp`` do."""
+    valid = live[:, None] & (o[None, :] < n_out)
+    logits = tl.where(valid, y, -1.0e30)
+    shifted = logits - tl.max(logits, axis=1)[:, None]
+    exps = tl.where(valid, tl.exp(shifted), 0.0)
+    total = tl.where(live, tl.sum(exps, axis=1), 1.0)
+    log_p = shifted - tl.log(total)[:, None]
+    p = exps / total[:, None]
+    chosen = valid & (o[None, :] == action[:, None])
+    log_prob = tl.sum(tl.where(chosen, log_p, 0.0), axis=1)
+    entropy = -tl.sum(tl.where(valid, p * log_p, 0.0), axis=1)
+    if NORM_ADV:
+        advantage = (advantage - adv_mean) / (adv_std + 1e-8)
+    log_ratio = log_prob - old_log_prob
+    ratio = tl.exp(log_ratio)
+    unclipped = -advantage * ratio
+    clipped = -advantage * tl.minimum(tl.maximum(ratio, 1.0 - clip_coef), 1.0 + clip_coef)
+    inside = (ratio >= 1.0 - clip_coef) & (ratio <= 1.0 + clip_coef)
+    d_clipped = tl.where(inside, unclipped, 0.0)
+    d_log_prob = tl.where(
+        unclipped > clipped,
+        unclipped,
+        tl.where(unclipped < clipped, d_clipped, 0.5 * (unclipped + d_clipped)),
+    )
+    d_logits = d_log_prob[:, None] * (tl.where(chosen, 1.0, 0.0) - p) + ent_coef * p * (
+        log_p + entropy[:, None]
+    )
+    d_logits = tl.where(valid, d_logits * scale, 0.0)
+    surrogate = tl.where(live, tl.maximum(unclipped, clipped), 0.0)
+    clip_count = tl.where(live & (tl.abs(ratio - 1.0) > clip_coef), 1.0, 0.0)
+    old_kl = tl.where(live, -log_ratio, 0.0)
+    kl = tl.where(live, (ratio - 1.0) - log_ratio, 0.0)
+    return d_logits, surrogate, tl.where(live, entropy, 0.0), old_kl, kl, clip_count
+
+
+@triton.jit
+def value_ppo_head(
+    y, live, o, target, old, clip_coef, vf_coef, scale, CLIP_VLOSS: tl.constexpr
+):  # fmt: skip
+    """The gradient of ``vf_coef`` x PPO's value loss (half the mean squared error, optionally of
+    the larger of the plain and the clipped error; ``scale`` is 1 / the minibatch's rows) with
+    respect to the critic's output ``y`` (column 0; given each row's return ``target`` and old
+    value), and each row's squared error (zero where not ``live``)."""
+    value = tl.sum(tl.where(o[None, :] == 0, y, 0.0), axis=1)
+    error = value - target
+    squared = error * error
+    d_value = 2.0 * error
+    if CLIP_VLOSS:
+        delta = value - old
+        clipped_error = old + tl.minimum(tl.maximum(delta, -clip_coef), clip_coef) - target
+        clipped = clipped_error * clipped_error
+        inside = (delta >= -clip_coef) & (delta <= clip_coef)
+        d_clipped = tl.where(inside, 2.0 * clipped_error, 0.0)
+        d_value = tl.where(
+            squared > clipped, d_value, tl.where(squared < clipped, d_clipped, 0.5 * (d_value + d_clipped))
+        )
+        squared = tl.maximum(squared, clipped)
+    d_value = tl.where(live, 0.5 * vf_coef * scale * d_value, 0.0)
+    d_out = tl.where((o[None, :] == 0) & live[:, None], d_value[:, None], 0.0)
+    return d_out, tl.where(live, squared, 0.0)
+
+
+@triton.jit
+def backward(
+    x, index, grad_out, w1, b1, w2, b2, w3, b3, partial, rows, partial_width,
+    n_in, n_h1, n_h2, n_out,
+    actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values,
+    clip_coef, vf_coef, scale,
+    IN_P: tl.constexpr, H1_P: tl.constexpr, H2_P: tl.constexpr, OUT_P: tl.constexpr,
+    BLOCK: tl.constexpr, PRECISION: tl.constexpr, HEAD: tl.constexpr, NORM_ADV: tl.constexpr,
+    CLIP_VLOSS: tl.constexpr,
+):  # fmt: skip
+    """The weight gradients of the network over ``rows`` rows of ``x``: its first rows, or for a
+    loss head the rows ``index`` (a minibatch of the rollout). The gradient of its output comes
+    from ``HEAD``: ``"given"``
+    (``grad_out``, one row per row), ``"categorical_ppo"`` or ``"value_ppo"`` (PPO's loss, computed
+    here from the output and the minibatch's rollout data; the rows' sums of the loss's parts
+    follow the gradients in each program's row of ``partial``). Arguments a head does not use may be
+    any tensor."""
     program = tl.program_id(0)
     programs = tl.num_programs(0)
     w1_t = load_transposed(w1, n_in, n_h1, IN_P, H1_P)
     w2_t = load_transposed(w2, n_h1, n_h2, H1_P, H2_P)
     w2_n = load_weight(w2, n_h1, n_h2, H1_P, H2_P)
     w3_n = load_weight(w3, n_h2, n_out, H2_P, OUT_P)
+    if HEAD != "given":
+        w3_t = load_transposed(w3, n_h2, n_out, H2_P, OUT_P)
+        bias3 = load_bias(b3, n_out, OUT_P)
+        adv_mean = tl.load(adv_stats)
+        adv_std = tl.load(adv_stats + 1)
+        coefficient = tl.load(ent_coef)
     bias1 = load_bias(b1, n_h1, H1_P)
     bias2 = load_bias(b2, n_h2, H2_P)
     # Gradients kept transposed (input x output), as the products below make them.
@@ -102,20 +190,58 @@ def backward(
     g_b1 = tl.zeros((H1_P,), tl.float32)
     g_b2 = tl.zeros((H2_P,), tl.float32)
     g_b3 = tl.zeros((OUT_P,), tl.float32)
+    # The loss's parts, summed per row position over the tiles (one reduction at the end).
+    sum0 = tl.zeros((BLOCK,), tl.float32)
+    sum1 = tl.zeros((BLOCK,), tl.float32)
+    sum2 = tl.zeros((BLOCK,), tl.float32)
+    sum3 = tl.zeros((BLOCK,), tl.float32)
+    sum4 = tl.zeros((BLOCK,), tl.float32)
     k = tl.arange(0, IN_P)
     o = tl.arange(0, OUT_P)
     tiles = tl.cdiv(rows, BLOCK)
     for tile in range(program, tiles, programs):
         row = tile * BLOCK + tl.arange(0, BLOCK)
         live = row < rows
+        if HEAD == "given":
+            src = row
+        else:
+            src = tl.load(index + row, mask=live, other=0)
+            # The head's rollout data, loaded before the products so that the loads overlap them.
+            if HEAD == "categorical_ppo":
+                action = tl.load(actions + src, mask=live, other=0)
+                old_log_prob = tl.load(old_log_probs + src, mask=live, other=0.0)
+                advantage = tl.load(advantages + src, mask=live, other=0.0)
+            else:
+                target = tl.load(returns + src, mask=live, other=0.0)
+                old_value = tl.load(old_values + src, mask=live, other=0.0)
         inputs = tl.load(
-            x + row[:, None] * n_in + k[None, :], mask=live[:, None] & (k[None, :] < n_in), other=0.0
+            x + src[:, None] * n_in + k[None, :], mask=live[:, None] & (k[None, :] < n_in), other=0.0
         )
         h1 = tanh(mm(inputs, w1_t, PRECISION) + bias1[None, :])
         h2 = tanh(mm(h1, w2_t, PRECISION) + bias2[None, :])
-        d3 = tl.load(
-            grad_out + row[:, None] * n_out + o[None, :], mask=live[:, None] & (o[None, :] < n_out), other=0.0
-        )
+        if HEAD == "given":
+            d3 = tl.load(
+                grad_out + row[:, None] * n_out + o[None, :],
+                mask=live[:, None] & (o[None, :] < n_out),
+                other=0.0,
+            )
+        else:
+            y = mm(h2, w3_t, PRECISION) + bias3[None, :]
+            if HEAD == "categorical_ppo":
+                d3, part0, part1, part2, part3, part4 = categorical_ppo_head(
+                    y, live, o, n_out, action, old_log_prob, advantage, adv_mean, adv_std, coefficient,
+                    clip_coef, scale, NORM_ADV,
+                )  # fmt: skip
+                sum0 += part0
+                sum1 += part1
+                sum2 += part2
+                sum3 += part3
+                sum4 += part4
+            else:
+                d3, part0 = value_ppo_head(
+                    y, live, o, target, old_value, clip_coef, vf_coef, scale, CLIP_VLOSS
+                )
+                sum0 += part0
         g_w3 += mm(tl.trans(h2), d3, PRECISION)
         g_b3 += tl.sum(d3, axis=0)
         d2 = mm(d3, w3_n, PRECISION) * (1.0 - h2 * h2)
@@ -154,3 +280,11 @@ def backward(
     )
     base += n_out * n_h2
     tl.store(base + o, g_b3, mask=o < n_out)
+    if HEAD != "given":
+        # The loss's parts after the gradients, in the same row: one sum adds up both.
+        base += n_out
+        tl.store(base, tl.sum(sum0, axis=0))
+        tl.store(base + 1, tl.sum(sum1, axis=0))
+        tl.store(base + 2, tl.sum(sum2, axis=0))
+        tl.store(base + 3, tl.sum(sum3, axis=0))
+        tl.store(base + 4, tl.sum(sum4, axis=0))

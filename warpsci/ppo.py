@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from warpsci import fused_ppo
 from warpsci.config import TrainConfig
 from warpsci.learner import PolicyLearner
 from warpsci.networks import ActorCritic
@@ -46,17 +47,29 @@ class PPOTrainer(OnPolicyTrainer):
         tensors.append(buffer.valid if learner.masked_rows else None)
         tensors.append(buffer.action_masks)
         rollout = tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
+        # The loss inside the fused backward kernels where they apply (warpsci.fused_ppo), else autograd.
+        fused = fused_ppo.applies(learner.policy, rollout)
         minibatch_losses = self.compiled(ppo_losses)
         clip_fractions = []
         for _epoch in range(config.update_epochs):
             # argsort of uniform keys rather than randperm: the same draws eager and graph-replayed.
             keys = torch.rand(batch_size, device=self.device, generator=self.generator)
             order = torch.argsort(keys)
-            for start in range(0, batch_size, minibatch_size):
-                index = order[start : start + minibatch_size]
-                losses = minibatch_losses(learner.policy, config, rollout, index, learner.ent_coef)
-                clip_fractions.append(losses["losses/clipfrac"])
-                self.gradient_step(learner, losses.pop("loss"))
+            if fused:
+                for index, adv_stats in fused_ppo.minibatch_indices(
+                    rollout, order, minibatch_size, config.norm_adv
+                ):
+                    losses = fused_ppo.minibatch_gradients(
+                        learner.policy, config, rollout, index, adv_stats, learner.ent_coef
+                    )
+                    clip_fractions.append(losses["losses/clipfrac"])
+                    self.gradient_step(learner, None)
+            else:
+                for start in range(0, batch_size, minibatch_size):
+                    index = order[start : start + minibatch_size]
+                    losses = minibatch_losses(learner.policy, config, rollout, index, learner.ent_coef)
+                    clip_fractions.append(losses["losses/clipfrac"])
+                    self.gradient_step(learner, losses.pop("loss"))
             if config.target_kl is not None:
                 # Every training process must take the same decision: on the mean KL.
                 approx_kl = self.processes.average_(losses["losses/approx_kl"].detach().clone())

@@ -396,11 +396,12 @@ class OnPolicyTrainer:
         """Learn from ``learner``'s rollout; returns losses as device scalars."""
         raise NotImplementedError
 
-    def gradient_step(self, learner: PolicyLearner, loss: torch.Tensor) -> None:
-        """One optimizer step on ``loss``: gradients (averaged over the training processes),
-        clipped to ``max_grad_norm`` in global norm, then the optimizer's step."""
-        learner.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+    def gradient_step(self, learner: PolicyLearner, loss: torch.Tensor | None) -> None:
+        """One optimizer step on ``loss``'s gradients (None: the parameters' ``.grad`` are already
+        set), averaged over the training processes, clipped to ``max_grad_norm`` in global norm."""
+        if loss is not None:
+            learner.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
         parameters = list(learner.policy.parameters())
         self.processes.average_gradients(parameters)
         nn.utils.clip_grad_norm_(parameters, learner.config.max_grad_norm)
