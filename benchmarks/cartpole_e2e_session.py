@@ -207,13 +207,13 @@ def main() -> None:
     parser.add_argument(
         "--autograd-loss",
         action="store_true",
-        help="PPO's loss through autograd (as before warpsci.fused_ppo), not inside the kernels",
+        help="PPO's loss through autograd (as before warpsci.fused_loss), not inside the kernels",
     )
     args = parser.parse_args()
     if args.autograd_loss:
-        from warpsci import fused_ppo
+        from warpsci import fused_loss
 
-        fused_ppo.applies = lambda policy, rollout: False
+        fused_loss.applies = lambda policy, obs, masks: False
     if args.three_launch_rollout:
         from warpsci.rollout_kernels import RolloutKernels
 

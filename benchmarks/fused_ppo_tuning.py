@@ -1,4 +1,4 @@
-"""Launch settings of the PPO loss-head backward kernels (``warpsci.fused_ppo``) on a GPU.
+"""Launch settings of the PPO loss-head backward kernels (``warpsci.fused_loss``) on a GPU.
 
     python benchmarks/fused_ppo_tuning.py [--rows 65536 2097152] [--shape 4x64x2]
 
@@ -57,12 +57,12 @@ def main() -> None:
         data = {name: torch.randn(total, device="cuda") for name in ("logp", "adv", "ret", "val")}
         stats, ent_coef = torch.tensor([0.0, 1.0], device="cuda"), torch.tensor([0.01], device="cuda")
         heads = (
-            ("categorical_ppo", {"actions": actions, "old_log_probs": data["logp"],
+            ("categorical", {"actions": actions, "old_log_probs": data["logp"],
              "advantages": data["adv"], "adv_stats": stats, "ent_coef": ent_coef}),
-            ("value_ppo", {"returns": data["ret"], "old_values": data["val"]}),
+            ("value", {"returns": data["ret"], "old_values": data["val"]}),
         )  # fmt: skip
         options = {"clip_coef": 0.2, "vf_coef": 0.5, "scale": 1.0 / rows}
-        options.update(norm_adv=True, clip_vloss=True)
+        options.update(norm_adv=True, ppo=True, clip_vloss=True)
         random_index = torch.randperm(total, device="cuda")[:rows]
         indices = {"random": random_index, "sorted": random_index.sort().values,
                    "contiguous": torch.arange(rows, device="cuda")}  # fmt: skip

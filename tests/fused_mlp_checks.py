@@ -135,10 +135,10 @@ def actor_critic_equals_unfused() -> None:
 
 
 def training_equals_unfused() -> None:
-    """Two A2C iterations of Tag gridworld (partial observations, shared policy), and two PPO
-    iterations of Cartpole (the loss inside the kernels, :mod:`warpsci.fused_ppo`), with and
-    without the kernels end with the same weights."""
-    from warpsci import fused_ppo
+    """Two A2C iterations of Tag gridworld (partial observations, shared policy, runners that
+    leave the game), and two PPO iterations of Cartpole, with and without the kernels (the loss
+    inside them, :mod:`warpsci.fused_loss`) end with the same weights."""
+    from warpsci import fused_loss
     from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig
 
@@ -146,18 +146,23 @@ def training_equals_unfused() -> None:
         dict(env_id="TagGridworld-v0", algo="a2c", hidden_sizes=(32, 32), shared_policy=True,
              env_params={"num_taggers": 3, "grid_length": 5, "use_full_observation": False}),
         dict(env_id="CartPole-v1", algo="ppo", hidden_sizes=(64, 64), num_minibatches=2, update_epochs=2),
+        # Down-sampling weighs rows out of the loss (row weights): 8 environments, 16 steps; those
+        # whose episode terminated train, and at most a tenth as many others.
+        dict(env_id="CartPole-v1", algo="ppo", hidden_sizes=(64, 64), num_envs=8, num_steps=16,
+             total_timesteps=256, neg_pos_env_ratio=0.1),
+        dict(env_id="CartPole-v1", algo="a2c", hidden_sizes=(64, 64), num_envs=8, num_steps=16,
+             total_timesteps=256, neg_pos_env_ratio=0.1),
     )  # fmt: skip
     for run in runs:
         weights = []
         for fused in (True, False):
             config = TrainConfig(
-                num_envs=4, num_steps=8, total_timesteps=64, fused_mlp=fused, tf32=False, **run
+                **({"num_envs": 4, "num_steps": 8, "total_timesteps": 64} | run), fused_mlp=fused, tf32=False
             )
             trainer = make_trainer(config)
             obs = trainer.single.buffer.obs
             assert trainer.policy.fused is fused and can_fuse(trainer.policy.actor, obs[0])
-            if run["algo"] == "ppo":
-                assert fused_ppo.applies(trainer.policy, (obs.flatten(0, 1), *[None] * 7)) is fused
+            assert fused_loss.applies(trainer.policy, obs.flatten(0, 1), None) is fused
             trainer.train()
             weights.append(torch.cat([p.detach().flatten() for p in trainer.policy.parameters()]))
         difference = (weights[0] - weights[1]).abs().max()
@@ -204,19 +209,23 @@ def compiled_loss_keeps_the_kernels() -> None:
         assert torch.allclose(eager, traced, rtol=1e-6, atol=1e-7)
 
 
-def ppo_gradients_equal_autograd(device: str = "cpu") -> None:
-    """:mod:`warpsci.fused_ppo`'s gradients and logged losses equal :func:`warpsci.ppo.ppo_losses`
-    differentiated by autograd (float32 products both), with and without advantage normalisation
-    and value clipping, on a minibatch of rows gathered by index that leaves a partial tile, with
-    ratios and value changes on both sides of the clip range."""
+def loss_gradients_equal_autograd(device: str = "cpu") -> None:
+    """:mod:`warpsci.fused_loss`'s gradients and logged losses equal :func:`warpsci.ppo.ppo_losses`
+    and :func:`warpsci.a2c.a2c_losses` differentiated by autograd (float32 products both): with
+    and without advantage normalisation, value clipping and row weights (a quarter of the rows out
+    of the game), PPO on a minibatch gathered by index that leaves a partial tile, with ratios and
+    value changes on both sides of the clip range; A2C on the whole rollout."""
+    import copy
     import dataclasses
     import itertools
 
-    from warpsci import fused_ppo
+    from warpsci import fused_loss
+    from warpsci.a2c import a2c_losses
     from warpsci.config import TrainConfig
     from warpsci.ppo import ppo_losses
 
     torch.set_float32_matmul_precision("highest")
+    torch.manual_seed(3)  # the networks' initial weights
     generator = torch.Generator().manual_seed(3)
     policy = ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True).to(device)
     total = 300
@@ -230,40 +239,85 @@ def ppo_gradients_equal_autograd(device: str = "cpu") -> None:
         log_probs, _, values = policy.evaluate(obs, actions)
     old_log_probs, advantages = log_probs + 0.3 * noise(), noise()
     returns, old_values = values + noise(), values + 0.3 * noise()
-    rollout = (obs, actions, old_log_probs, advantages, returns, old_values, None, None)
+    row_weights = (torch.rand(total, generator=generator) > 0.25).float().to(device)
     index = torch.randperm(total, generator=generator)[:137].to(device)
     ent_coef = torch.tensor(0.05, device=device)
-    assert fused_ppo.applies(policy, rollout)
+    assert fused_loss.applies(policy, obs, None)
+    assert not fused_loss.applies(policy, obs, torch.ones(total, 5, dtype=torch.bool, device=device))
     parameters = list(policy.parameters())
+
     # Minibatches that do not divide the rows: the last is shorter, each with its own statistics.
     for size, sizes in ((50, [50, 50, 37]), (137, [137])):
-        minibatches = fused_ppo.minibatch_indices(rollout, index, size, norm_adv=True)
+        minibatches = fused_loss.minibatch_indices(advantages, row_weights, index, size, norm_adv=True)
         assert [len(rows) for rows, _ in minibatches] == sizes
         for (rows, stats), start in zip(minibatches, range(0, 137, size), strict=True):
             assert torch.equal(rows, index[start : start + size])
-            expected = torch.stack([advantages[rows].mean(), advantages[rows].std()])
+            kept = advantages[rows][row_weights[rows] > 0]
+            expected = torch.stack([kept.mean(), kept.std(), row_weights[rows].sum()])
             assert torch.allclose(stats, expected), (size, stats, expected)
-    for norm_adv, clip_vloss in itertools.product((True, False), repeat=2):
-        config = dataclasses.replace(TrainConfig(), norm_adv=norm_adv, clip_vloss=clip_vloss, vf_coef=0.7)
+
+    reference = copy.deepcopy(policy).double()  # float64 autograd: what both paths approximate
+    reference.fused = False
+
+    def autograd(network: ActorCritic, losses, rollout: tuple) -> tuple[dict, list[torch.Tensor]]:
+        if network is reference:
+            rollout = tuple(t.double() if t is not None and t.is_floating_point() else t for t in rollout)
+        for parameter in network.parameters():
+            parameter.grad = None
+        result = losses(network, rollout)
+        result.pop("loss").backward()
+        return result, [parameter.grad.double() for parameter in network.parameters()]
+
+    def compare(losses, run_fused, rollout: tuple, label: tuple) -> dict:
+        """Autograd's losses (float32) against the fused path's, and the fused gradients' error
+        against float64 autograd within 1e-5 or 4 times float32 autograd's error; errors relative
+        to the network's whole gradient (a bias whose gradient is a sum that nearly cancels has a
+        large error relative to itself, in float32 autograd too)."""
         policy.fused = False
+        expected, expected_grads = autograd(policy, losses, rollout)
+        _, exact_grads = autograd(reference, losses, rollout)
         for parameter in parameters:
             parameter.grad = None
-        expected = ppo_losses(policy, config, rollout, index, ent_coef)
-        expected["loss"].backward()
-        expected_grads = [parameter.grad.clone() for parameter in parameters]
         policy.fused = True
-        for parameter in parameters:
-            parameter.grad = None
-        [(rows, adv_stats)] = fused_ppo.minibatch_indices(rollout, index, index.numel(), norm_adv)
-        losses = fused_ppo.minibatch_gradients(policy, config, rollout, rows, adv_stats, ent_coef)
-        assert 0 < expected["losses/clipfrac"] < 1, "the minibatch must straddle the clip range"
-        del expected["loss"]  # differentiated above; the fused path returns its parts only
-        assert sorted(losses) == sorted(expected)
+        result = run_fused(rollout)
+        assert sorted(result) == sorted(expected), label
         for name, value in expected.items():
-            assert torch.allclose(losses[name], value, rtol=1e-5, atol=1e-6), (name, losses[name], value)
-        for parameter, grad in zip(parameters, expected_grads, strict=True):
-            error = _relative(parameter.grad, grad)
-            assert error < 1e-5, (norm_adv, clip_vloss, error)
+            close = torch.allclose(result[name], value, rtol=1e-5, atol=1e-6)
+            assert close, (label, name, result[name], value)
+        for network in (policy.actor, policy.critic):
+            members = {id(parameter) for parameter in network.parameters()}
+            indices = [i for i, parameter in enumerate(parameters) if id(parameter) in members]
+            scale = torch.cat([exact_grads[i].flatten() for i in indices]).norm()
+            for i in indices:
+                error = ((parameters[i].grad.double() - exact_grads[i]).norm() / scale).item()
+                autograd_error = ((expected_grads[i] - exact_grads[i]).norm() / scale).item()
+                assert error < max(1e-5, 4 * autograd_error), (label, i, error, autograd_error)
+        return expected
+
+    for norm_adv, clip_vloss, weights in itertools.product((True, False), (True, False), (None, row_weights)):
+        config = dataclasses.replace(TrainConfig(), norm_adv=norm_adv, clip_vloss=clip_vloss, vf_coef=0.7)
+        label = (norm_adv, clip_vloss, weights is not None)
+        [(rows, stats)] = fused_loss.minibatch_indices(advantages, weights, index, index.numel(), norm_adv)
+        expected = compare(
+            lambda network, rollout, config=config: ppo_losses(
+                network, config, rollout, index, ent_coef.to(rollout[3].dtype)
+            ),
+            lambda rollout, config=config, rows=rows, stats=stats: fused_loss.ppo_gradients(
+                policy, config, rollout, rows, stats, ent_coef
+            ),
+            (obs, actions, old_log_probs, advantages, returns, old_values, weights, None),
+            ("ppo", *label),
+        )
+        assert 0 < expected["losses/clipfrac"] < 1, "the minibatch must straddle the clip range"
+        if clip_vloss:  # A2C has no value clipping
+            compare(
+                lambda network, rollout, config=config: a2c_losses(
+                    network, config, rollout, ent_coef.to(rollout[2].dtype)
+                ),
+                lambda rollout, config=config: fused_loss.a2c_gradients(policy, config, rollout, ent_coef),
+                (obs, actions, advantages, returns, weights, None),
+                ("a2c", *label),
+            )
 
 
 CHECKS = (
@@ -275,5 +329,5 @@ CHECKS = (
     training_equals_unfused,
     eager_calls_do_not_import_dynamo,
     compiled_loss_keeps_the_kernels,
-    ppo_gradients_equal_autograd,
+    loss_gradients_equal_autograd,
 )

@@ -73,11 +73,11 @@ def test_compiled_kernels_on_the_gpu(n_in, hidden, n_out):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_ppo_loss_inside_the_kernels_on_the_gpu():
-    """The compiled loss heads of ``warpsci.fused_ppo`` against autograd, float32 products."""
+def test_loss_inside_the_kernels_on_the_gpu():
+    """The compiled loss heads of ``warpsci.fused_loss`` against autograd, float32 products."""
     previous = torch.get_float32_matmul_precision()
     try:
-        fused_mlp_checks.ppo_gradients_equal_autograd("cuda")
+        fused_mlp_checks.loss_gradients_equal_autograd("cuda")
     finally:
         torch.set_float32_matmul_precision(previous)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from warpsci import fused_loss
 from warpsci.config import TrainConfig
 from warpsci.learner import PolicyLearner
 from warpsci.networks import ActorCritic
@@ -32,8 +33,13 @@ class A2CTrainer(OnPolicyTrainer):
             buffer.action_masks,
         )
         rollout = tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
-        losses = self.compiled(a2c_losses)(learner.policy, learner.config, rollout, learner.ent_coef)
-        self.gradient_step(learner, losses.pop("loss"))
+        if fused_loss.applies(learner.policy, rollout[0], rollout[5]):
+            # The loss inside the fused backward kernels (warpsci.fused_loss).
+            losses = fused_loss.a2c_gradients(learner.policy, learner.config, rollout, learner.ent_coef)
+            self.gradient_step(learner, None)
+        else:
+            losses = self.compiled(a2c_losses)(learner.policy, learner.config, rollout, learner.ent_coef)
+            self.gradient_step(learner, losses.pop("loss"))
         losses["losses/explained_variance"] = self.explained_variance(learner)
         return losses
 

@@ -124,8 +124,8 @@ class TrainConfig:
     gradients equal PyTorch's up to TF32 rounding. A network whose kernels do not fit the GPU's
     shared memory under any launch setting runs PyTorch's layers. With ``compile`` the kernels stay
     inside the compiled loss (as torch custom operators). PPO with a ``Discrete`` action space (no
-    action masks, agents that leave, observation normalisation or ``bf16``) goes further: its loss
-    is computed inside the backward kernels (:mod:`warpsci.fused_ppo`; H100, Cartpole at 2K
+    action masks, observation normalisation or ``bf16``) goes further, as does A2C: the loss is
+    computed inside the backward kernels (:mod:`warpsci.fused_loss`; H100, PPO on Cartpole at 2K
     environments: 58.2M steps/s end to end, against 50.8M with the autograd loss compiled). Other
     networks and the CPU use PyTorch's layers; ``--no-fused-mlp`` does everywhere."""
     bf16: bool = False
@@ -143,7 +143,7 @@ class TrainConfig:
     about a hundred torch launches per minibatch. Compilation adds tens of seconds to the start of a
     run (cached on disk by torch afterwards) and needs Triton on CUDA, a C++ compiler on the CPU.
     Results equal the eager run's up to float rounding. The rollout's forward pass stays eager: on
-    the H100, compiling it made the rollout slower. Where PPO's loss runs inside the fused kernels
+    the H100, compiling it made the rollout slower. Where the loss runs inside the fused kernels
     (``fused_mlp``) there is nothing left for it to compile in the update."""
     neg_pos_env_ratio: float | None = None
     """WarpDrive's down-sampling of unsuccessful trajectories, published with HDRL-FP's

@@ -15,9 +15,9 @@ per row (Tag gridworld: 6 in, 5 out) that traffic is nearly all of an update's t
   not depend on the order programs finish in (no float atomics).
 * The input needs no gradient (observations); the weights do.
 * The backward kernel takes the gradient of the network's output as given, or computes it itself
-  from a loss head: PPO's clipped surrogate with the entropy bonus for a categorical actor, PPO's
-  value loss for a critic (:mod:`warpsci.fused_ppo`), reading the minibatch's rows through its
-  index.
+  from a loss head: PPO's or A2C's policy loss with the entropy bonus for a categorical actor,
+  their value loss for a critic (:mod:`warpsci.fused_loss`), reading a minibatch's rows through
+  its index.
 * Eager calls go through a ``torch.autograd.Function``; under ``torch.compile`` the same kernels
   are torch custom operators (``warpsci::fused_mlp``, its backward registered for autograd), kept
   inside the compiled loss. (A custom operator's first eager call imports ``torch._dynamo``: 6 s
@@ -270,8 +270,15 @@ def _weight_grads(
     return flat
 
 
-#: Sums a loss head of the backward kernel returns (the categorical PPO head's surrogate, entropy,
-#: two KL estimates and clipped rows; the value head's squared errors, then zeros).
+#: The backward kernel's loss-head tensors, in its argument order.
+HEAD_TENSORS = ("actions", "old_log_probs", "advantages", "adv_stats", "ent_coef", "returns", "old_values",
+                "row_weights")  # fmt: skip
+#: The loss heads' options and their defaults (``ppo``: PPO's clipped policy loss, else A2C's).
+HEAD_OPTIONS = {"clip_coef": 0.0, "vf_coef": 0.0, "scale": 0.0, "norm_adv": False, "ppo": False,
+                "clip_vloss": False}  # fmt: skip
+#: Sums a loss head of the backward kernel returns (the categorical head's policy loss, entropy, two
+#: KL estimates and clipped rows, the last three zeros for A2C; the value head's squared errors,
+#: then zeros), weighted by the rows' weights.
 LOSS_PARTS = 5
 
 
@@ -287,42 +294,30 @@ def backward_pass(
     head_tensors: dict[str, torch.Tensor] | None = None,
     head_options: dict[str, float | bool] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One launch of the backward kernel over the first ``rows`` rows of ``x``, or for a loss head
-    the rows ``x[index]``: the flat weight gradients (:func:`_weight_grads`'s layout) and, for a
-    loss head, the rows' sums of the loss's parts (:data:`LOSS_PARTS` floats; see
-    ``mlp_kernels.backward``). ``weights``: w1, b1, w2, b2, w3, b3 (b3 may be None for the
-    ``"given"`` head, which does not read it). ``head_tensors`` and ``head_options`` name the
-    head's arguments."""
+    """One launch of the backward kernel over the first ``rows`` rows of ``x``, or the rows
+    ``x[index]``: the flat weight gradients (:func:`_weight_grads`'s layout) and, for a loss head
+    (``"categorical"`` or ``"value"``), the rows' sums of the loss's parts (:data:`LOSS_PARTS`
+    floats). ``weights``: w1, b1, w2, b2, w3, b3 (b3 may be None for the ``"given"`` head, which
+    does not read it). ``head_tensors`` (by the kernel's argument names: ``actions``,
+    ``advantages``, ``adv_stats``, ``row_weights`` ...) and ``head_options`` (:data:`HEAD_OPTIONS`)
+    are the head's arguments; see ``mlp_kernels.backward``."""
     w1, b1, w2, b2, w3, b3 = weights
     programs = max(1, min(triton_cdiv(rows, settings.backward_rows), _program_count(x.device, settings)))
     parameters = _parameter_count(w1, w2, w3)
     width = parameters if head == "given" else parameters + LOSS_PARTS
     partial = torch.empty((programs, width), device=x.device, dtype=torch.float32)
-    tensors = {
-        name: partial
-        for name in (
-            "actions",
-            "old_log_probs",
-            "advantages",
-            "adv_stats",
-            "ent_coef",
-            "returns",
-            "old_values",
-        )
-    }
-    tensors.update(head_tensors or {})
-    options = {"clip_coef": 0.0, "vf_coef": 0.0, "scale": 0.0, "norm_adv": False, "clip_vloss": False}
-    options.update(head_options or {})
+    tensors = dict.fromkeys(HEAD_TENSORS, partial) | (head_tensors or {})
+    options = HEAD_OPTIONS | (head_options or {})
     _kernels().backward[(programs,)](
         x, partial if index is None else index, partial if grad_out is None else grad_out,
         w1, b1, w2, b2, w3, partial if b3 is None else b3, partial, rows, partial.shape[1],
         x.shape[1], w1.shape[0], w2.shape[0], w3.shape[0],
-        tensors["actions"], tensors["old_log_probs"], tensors["advantages"], tensors["adv_stats"],
-        tensors["ent_coef"], tensors["returns"], tensors["old_values"],
+        *(tensors[name] for name in HEAD_TENSORS),
         float(options["clip_coef"]), float(options["vf_coef"]), float(options["scale"]),
         _padded(x.shape[1]), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
-        settings.backward_rows, resolved_precision(precision), head,
-        bool(options["norm_adv"]), bool(options["clip_vloss"]),
+        settings.backward_rows, resolved_precision(precision), head, index is not None,
+        bool(options["norm_adv"]), bool(options["ppo"]), bool(options["clip_vloss"]),
+        "row_weights" in (head_tensors or {}),
         num_warps=settings.warps, num_stages=settings.backward_stages,
     )  # fmt: skip
     total = partial.sum(dim=0)

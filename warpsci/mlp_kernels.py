@@ -81,21 +81,23 @@ def forward(
 
 
 @triton.jit
-def categorical_ppo_head(
-    y, live, o, n_out, action, old_log_prob, advantage, adv_mean, adv_std, ent_coef, clip_coef,
-    scale, NORM_ADV: tl.constexpr,
+def categorical_head(
+    y, valid, weight, o, n_out, action, old_log_prob, advantage, adv_mean, adv_std, ent_coef,
+    clip_coef, scale, NORM_ADV: tl.constexpr, PPO: tl.constexpr,
 ):  # fmt: skip
-    """The gradient of PPO's clipped surrogate minus the entropy bonus (means over the minibatch:
-    ``scale`` is 1 / its rows) with respect to a categorical policy's logits ``y`` (given each
-    row's action, old log-probability and advantage), and each row's parts of the loss (zero where
-    not ``live``): surrogate, entropy, -log ratio, (ratio - 1) - log ratio, clipped or not. Ties of
-    the two surrogate terms split the gradient in halves and the clamp passes it at its bounds, as
-    torch's ``maximum`` and ``clamp`` do."""
-    valid = live[:, None] & (o[None, :] < n_out)
+    """The gradient of the policy loss minus the entropy bonus with respect to a categorical
+    policy's logits ``y``, given each row's action, advantage and (PPO) old log-probability, and
+    each row's parts of the loss, times its ``weight`` (0 past the minibatch's end or for agents
+    out of the game, else 1): policy loss, entropy, -log ratio, (ratio - 1) - log ratio, clipped
+    or not. The loss is a weighted mean: ``scale`` is 1 / the total weight. ``PPO``: the clipped
+    surrogate (ties of its two terms split the gradient in halves and the clamp passes it at its
+    bounds, as torch's ``maximum`` and ``clamp`` do); else A2C's ``-advantage x log-probability``.
+    ``valid``: the live rows' actual logits."""
     logits = tl.where(valid, y, -1.0e30)
     shifted = logits - tl.max(logits, axis=1)[:, None]
     exps = tl.where(valid, tl.exp(shifted), 0.0)
-    total = tl.where(live, tl.sum(exps, axis=1), 1.0)
+    total = tl.sum(exps, axis=1)
+    total = tl.where(total > 0.0, total, 1.0)
     log_p = shifted - tl.log(total)[:, None]
     p = exps / total[:, None]
     chosen = valid & (o[None, :] == action[:, None])
@@ -103,36 +105,51 @@ def categorical_ppo_head(
     entropy = -tl.sum(tl.where(valid, p * log_p, 0.0), axis=1)
     if NORM_ADV:
         advantage = (advantage - adv_mean) / (adv_std + 1e-8)
-    log_ratio = log_prob - old_log_prob
-    ratio = tl.exp(log_ratio)
-    unclipped = -advantage * ratio
-    clipped = -advantage * tl.minimum(tl.maximum(ratio, 1.0 - clip_coef), 1.0 + clip_coef)
-    inside = (ratio >= 1.0 - clip_coef) & (ratio <= 1.0 + clip_coef)
-    d_clipped = tl.where(inside, unclipped, 0.0)
-    d_log_prob = tl.where(
-        unclipped > clipped,
-        unclipped,
-        tl.where(unclipped < clipped, d_clipped, 0.5 * (unclipped + d_clipped)),
-    )
+    if PPO:
+        log_ratio = log_prob - old_log_prob
+        ratio = tl.exp(log_ratio)
+        unclipped = -advantage * ratio
+        clipped = -advantage * tl.minimum(tl.maximum(ratio, 1.0 - clip_coef), 1.0 + clip_coef)
+        inside = (ratio >= 1.0 - clip_coef) & (ratio <= 1.0 + clip_coef)
+        d_clipped = tl.where(inside, unclipped, 0.0)
+        d_log_prob = tl.where(
+            unclipped > clipped,
+            unclipped,
+            tl.where(unclipped < clipped, d_clipped, 0.5 * (unclipped + d_clipped)),
+        )
+        policy_loss = tl.maximum(unclipped, clipped)
+        old_kl = -log_ratio
+        kl = (ratio - 1.0) - log_ratio
+        clip_count = tl.where(tl.abs(ratio - 1.0) > clip_coef, 1.0, 0.0)
+    else:
+        d_log_prob = -advantage
+        policy_loss = -advantage * log_prob
+        old_kl = tl.zeros_like(log_prob)
+        kl = old_kl
+        clip_count = old_kl
     d_logits = d_log_prob[:, None] * (tl.where(chosen, 1.0, 0.0) - p) + ent_coef * p * (
         log_p + entropy[:, None]
     )
-    d_logits = tl.where(valid, d_logits * scale, 0.0)
-    surrogate = tl.where(live, tl.maximum(unclipped, clipped), 0.0)
-    clip_count = tl.where(live & (tl.abs(ratio - 1.0) > clip_coef), 1.0, 0.0)
-    old_kl = tl.where(live, -log_ratio, 0.0)
-    kl = tl.where(live, (ratio - 1.0) - log_ratio, 0.0)
-    return d_logits, surrogate, tl.where(live, entropy, 0.0), old_kl, kl, clip_count
+    counted = weight != 0.0
+    d_logits = tl.where(valid & counted[:, None], d_logits * (weight * scale)[:, None], 0.0)
+    return (
+        d_logits,
+        tl.where(counted, policy_loss * weight, 0.0),
+        tl.where(counted, entropy * weight, 0.0),
+        tl.where(counted, old_kl * weight, 0.0),
+        tl.where(counted, kl * weight, 0.0),
+        tl.where(counted, clip_count * weight, 0.0),
+    )
 
 
 @triton.jit
-def value_ppo_head(
-    y, live, o, target, old, clip_coef, vf_coef, scale, CLIP_VLOSS: tl.constexpr
+def value_head(
+    y, weight, o, target, old, clip_coef, vf_coef, scale, CLIP_VLOSS: tl.constexpr
 ):  # fmt: skip
-    """The gradient of ``vf_coef`` x PPO's value loss (half the mean squared error, optionally of
-    the larger of the plain and the clipped error; ``scale`` is 1 / the minibatch's rows) with
-    respect to the critic's output ``y`` (column 0; given each row's return ``target`` and old
-    value), and each row's squared error (zero where not ``live``)."""
+    """The gradient of ``vf_coef`` x half the weighted mean squared error of the critic's output
+    ``y`` (column 0) against each row's ``target`` (``scale``: 1 / the total weight), optionally
+    of the larger of the plain and the clipped error (PPO's ``clip_vloss``, around the ``old``
+    values), and each row's squared error times its ``weight``."""
     value = tl.sum(tl.where(o[None, :] == 0, y, 0.0), axis=1)
     error = value - target
     squared = error * error
@@ -147,28 +164,32 @@ def value_ppo_head(
             squared > clipped, d_value, tl.where(squared < clipped, d_clipped, 0.5 * (d_value + d_clipped))
         )
         squared = tl.maximum(squared, clipped)
-    d_value = tl.where(live, 0.5 * vf_coef * scale * d_value, 0.0)
-    d_out = tl.where((o[None, :] == 0) & live[:, None], d_value[:, None], 0.0)
-    return d_out, tl.where(live, squared, 0.0)
+    counted = weight != 0.0
+    d_value = tl.where(counted, 0.5 * vf_coef * scale * weight * d_value, 0.0)
+    d_out = tl.where((o[None, :] == 0) & counted[:, None], d_value[:, None], 0.0)
+    return d_out, tl.where(counted, squared * weight, 0.0)
 
 
 @triton.jit
 def backward(
     x, index, grad_out, w1, b1, w2, b2, w3, b3, partial, rows, partial_width,
     n_in, n_h1, n_h2, n_out,
-    actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values,
+    actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
     clip_coef, vf_coef, scale,
     IN_P: tl.constexpr, H1_P: tl.constexpr, H2_P: tl.constexpr, OUT_P: tl.constexpr,
-    BLOCK: tl.constexpr, PRECISION: tl.constexpr, HEAD: tl.constexpr, NORM_ADV: tl.constexpr,
-    CLIP_VLOSS: tl.constexpr,
+    BLOCK: tl.constexpr, PRECISION: tl.constexpr, HEAD: tl.constexpr, GATHER: tl.constexpr,
+    NORM_ADV: tl.constexpr, PPO: tl.constexpr, CLIP_VLOSS: tl.constexpr, WEIGHTED: tl.constexpr,
 ):  # fmt: skip
-    """The weight gradients of the network over ``rows`` rows of ``x``: its first rows, or for a
-    loss head the rows ``index`` (a minibatch of the rollout). The gradient of its output comes
-    from ``HEAD``: ``"given"``
-    (``grad_out``, one row per row), ``"categorical_ppo"`` or ``"value_ppo"`` (PPO's loss, computed
-    here from the output and the minibatch's rollout data; the rows' sums of the loss's parts
-    follow the gradients in each program's row of ``partial``). Arguments a head does not use may be
-    any tensor."""
+    """The weight gradients of the network over ``rows`` rows of ``x``: its first rows, or with
+    ``GATHER`` the rows ``index`` (a minibatch of the rollout). The gradient of its output comes
+    from ``HEAD``: ``"given"`` (``grad_out``, one row per row), or a loss computed here from the
+    output and the rows' rollout data: ``"categorical"`` (the policy loss and entropy bonus of a
+    categorical actor, :func:`categorical_head`) or ``"value"`` (the critic's value loss,
+    :func:`value_head`); ``PPO`` selects PPO's clipped policy loss over A2C's. The loss's means
+    are over the rows, or with ``WEIGHTED`` weighted by ``row_weights`` (agents in the game), whose
+    total is ``adv_stats[2]``; ``adv_stats[:2]`` are the advantages' mean and standard deviation
+    (``NORM_ADV``). The rows' sums of the loss's parts follow the gradients in each program's row
+    of ``partial``. Arguments a head does not use may be any tensor."""
     program = tl.program_id(0)
     programs = tl.num_programs(0)
     w1_t = load_transposed(w1, n_in, n_h1, IN_P, H1_P)
@@ -181,6 +202,8 @@ def backward(
         adv_mean = tl.load(adv_stats)
         adv_std = tl.load(adv_stats + 1)
         coefficient = tl.load(ent_coef)
+        if WEIGHTED:
+            scale = 1.0 / tl.load(adv_stats + 2)
     bias1 = load_bias(b1, n_h1, H1_P)
     bias2 = load_bias(b2, n_h2, H2_P)
     # Gradients kept transposed (input x output), as the products below make them.
@@ -202,18 +225,29 @@ def backward(
     for tile in range(program, tiles, programs):
         row = tile * BLOCK + tl.arange(0, BLOCK)
         live = row < rows
-        if HEAD == "given":
-            src = row
-        else:
+        if GATHER:
             src = tl.load(index + row, mask=live, other=0)
+        else:
+            src = row
+        if HEAD != "given":
             # The head's rollout data, loaded before the products so that the loads overlap them.
-            if HEAD == "categorical_ppo":
+            if WEIGHTED:
+                weight = tl.load(row_weights + src, mask=live, other=0.0)
+            else:
+                weight = tl.where(live, 1.0, 0.0)
+            if HEAD == "categorical":
                 action = tl.load(actions + src, mask=live, other=0)
-                old_log_prob = tl.load(old_log_probs + src, mask=live, other=0.0)
                 advantage = tl.load(advantages + src, mask=live, other=0.0)
+                if PPO:
+                    old_log_prob = tl.load(old_log_probs + src, mask=live, other=0.0)
+                else:
+                    old_log_prob = advantage
             else:
                 target = tl.load(returns + src, mask=live, other=0.0)
-                old_value = tl.load(old_values + src, mask=live, other=0.0)
+                if CLIP_VLOSS:
+                    old_value = tl.load(old_values + src, mask=live, other=0.0)
+                else:
+                    old_value = target
         inputs = tl.load(
             x + src[:, None] * n_in + k[None, :], mask=live[:, None] & (k[None, :] < n_in), other=0.0
         )
@@ -227,10 +261,10 @@ def backward(
             )
         else:
             y = mm(h2, w3_t, PRECISION) + bias3[None, :]
-            if HEAD == "categorical_ppo":
-                d3, part0, part1, part2, part3, part4 = categorical_ppo_head(
-                    y, live, o, n_out, action, old_log_prob, advantage, adv_mean, adv_std, coefficient,
-                    clip_coef, scale, NORM_ADV,
+            if HEAD == "categorical":
+                d3, part0, part1, part2, part3, part4 = categorical_head(
+                    y, live[:, None] & (o[None, :] < n_out), weight, o, n_out, action, old_log_prob,
+                    advantage, adv_mean, adv_std, coefficient, clip_coef, scale, NORM_ADV, PPO,
                 )  # fmt: skip
                 sum0 += part0
                 sum1 += part1
@@ -238,9 +272,7 @@ def backward(
                 sum3 += part3
                 sum4 += part4
             else:
-                d3, part0 = value_ppo_head(
-                    y, live, o, target, old_value, clip_coef, vf_coef, scale, CLIP_VLOSS
-                )
+                d3, part0 = value_head(y, weight, o, target, old_value, clip_coef, vf_coef, scale, CLIP_VLOSS)
                 sum0 += part0
         g_w3 += mm(tl.trans(h2), d3, PRECISION)
         g_b3 += tl.sum(d3, axis=0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from warpsci import fused_ppo
+from warpsci import fused_loss
 from warpsci.config import TrainConfig
 from warpsci.learner import PolicyLearner
 from warpsci.networks import ActorCritic
@@ -47,8 +47,8 @@ class PPOTrainer(OnPolicyTrainer):
         tensors.append(buffer.valid if learner.masked_rows else None)
         tensors.append(buffer.action_masks)
         rollout = tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
-        # The loss inside the fused backward kernels where they apply (warpsci.fused_ppo), else autograd.
-        fused = fused_ppo.applies(learner.policy, rollout)
+        # The loss inside the fused backward kernels where they apply (warpsci.fused_loss), else autograd.
+        fused = fused_loss.applies(learner.policy, rollout[0], rollout[7])
         minibatch_losses = self.compiled(ppo_losses)
         clip_fractions = []
         for _epoch in range(config.update_epochs):
@@ -56,11 +56,11 @@ class PPOTrainer(OnPolicyTrainer):
             keys = torch.rand(batch_size, device=self.device, generator=self.generator)
             order = torch.argsort(keys)
             if fused:
-                for index, adv_stats in fused_ppo.minibatch_indices(
-                    rollout, order, minibatch_size, config.norm_adv
+                for index, stats in fused_loss.minibatch_indices(
+                    rollout[3], rollout[6], order, minibatch_size, config.norm_adv
                 ):
-                    losses = fused_ppo.minibatch_gradients(
-                        learner.policy, config, rollout, index, adv_stats, learner.ent_coef
+                    losses = fused_loss.ppo_gradients(
+                        learner.policy, config, rollout, index, stats, learner.ent_coef
                     )
                     clip_fractions.append(losses["losses/clipfrac"])
                     self.gradient_step(learner, None)

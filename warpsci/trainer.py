@@ -784,19 +784,33 @@ def build_learners(config: TrainConfig, env: WarpVectorEnv, capturable: bool) ->
 def normalize_advantages(advantages: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
     """Advantages shifted to mean 0 and scaled to standard deviation 1 (``norm_adv``), over the
     rows with weight 1 when ``weights`` are given."""
+    mean, std = advantage_statistics(advantages, weights)
+    return (advantages - mean) / (std + 1e-8)
+
+
+def advantage_statistics(
+    advantages: torch.Tensor, weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and (unbiased) standard deviation of ``advantages`` along the last axis, over the rows
+    with weight 1 when ``weights`` are given, as :func:`normalize_advantages` uses them."""
     if weights is None:
-        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    count = weights.sum().clamp(min=2.0)
-    mean = (advantages * weights).sum() / count
-    variance = ((advantages - mean).square() * weights).sum() / (count - 1)
-    return (advantages - mean) / (variance.sqrt() + 1e-8)
+        return advantages.mean(-1), advantages.std(-1)
+    count = weights.sum(-1).clamp(min=2.0)
+    mean = (advantages * weights).sum(-1) / count
+    variance = ((advantages - mean.unsqueeze(-1)).square() * weights).sum(-1) / (count - 1)
+    return mean, variance.sqrt()
 
 
 def masked_mean(values: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     """Mean of ``values``, or their weighted mean over rows with weight 1 (agents in the game)."""
     if weights is None:
         return values.mean()
-    return (values * weights).sum() / weights.sum().clamp(min=1.0)
+    return (values * weights).sum() / mean_denominator(weights)
+
+
+def mean_denominator(weights: torch.Tensor) -> torch.Tensor:
+    """What :func:`masked_mean` divides by: the total weight along the last axis, at least 1."""
+    return weights.sum(-1).clamp(min=1.0)
 
 
 def actor_critic_loss(
