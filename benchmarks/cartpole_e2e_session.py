@@ -213,7 +213,7 @@ def main() -> None:
     if args.autograd_loss:
         from warpsci import fused_loss
 
-        fused_loss.applies = lambda policy, obs, masks: False
+        fused_loss.settings = lambda *args, **kwargs: None
     if args.three_launch_rollout:
         from warpsci.rollout_kernels import RolloutKernels
 

@@ -62,7 +62,7 @@ def main() -> None:
             ("value", {"returns": data["ret"], "old_values": data["val"]}),
         )  # fmt: skip
         options = {"clip_coef": 0.2, "vf_coef": 0.5, "scale": 1.0 / rows}
-        options.update(norm_adv=True, ppo=True, clip_vloss=True)
+        options.update(ratio_low=0.8, ratio_high=1.2, norm_adv=True, ppo=True, clip_vloss=True)
         random_index = torch.randperm(total, device="cuda")[:rows]
         indices = {"random": random_index, "sorted": random_index.sort().values,
                    "contiguous": torch.arange(rows, device="cuda")}  # fmt: skip

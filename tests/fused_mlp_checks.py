@@ -162,7 +162,9 @@ def training_equals_unfused() -> None:
             trainer = make_trainer(config)
             obs = trainer.single.buffer.obs
             assert trainer.policy.fused is fused and can_fuse(trainer.policy.actor, obs[0])
-            assert fused_loss.applies(trainer.policy, obs.flatten(0, 1), None) is fused
+            named = {"obs": obs.flatten(0, 1), "actions": trainer.single.buffer.actions.flatten(0, 1)}
+            applies = fused_loss.settings(trainer.policy, config, named, None, ppo=run["algo"] == "ppo")
+            assert (applies is not None) is fused
             trainer.train()
             weights.append(torch.cat([p.detach().flatten() for p in trainer.policy.parameters()]))
         difference = (weights[0] - weights[1]).abs().max()
@@ -209,7 +211,9 @@ def compiled_loss_keeps_the_kernels() -> None:
         assert torch.allclose(eager, traced, rtol=1e-6, atol=1e-7)
 
 
-def loss_gradients_equal_autograd(device: str = "cpu") -> None:
+def loss_gradients_equal_autograd(
+    device: str = "cpu", total: int = 300, minibatch: int = 137, hidden: tuple[int, int] = (24, 40)
+) -> None:
     """:mod:`warpsci.fused_loss`'s gradients and logged losses equal :func:`warpsci.ppo.ppo_losses`
     and :func:`warpsci.a2c.a2c_losses` differentiated by autograd (float32 products both): with
     and without advantage normalisation, value clipping and row weights (a quarter of the rows out
@@ -217,6 +221,7 @@ def loss_gradients_equal_autograd(device: str = "cpu") -> None:
     value changes on both sides of the clip range; A2C on the whole rollout."""
     import copy
     import dataclasses
+    import functools
     import itertools
 
     from warpsci import fused_loss
@@ -227,8 +232,7 @@ def loss_gradients_equal_autograd(device: str = "cpu") -> None:
     torch.set_float32_matmul_precision("highest")
     torch.manual_seed(3)  # the networks' initial weights
     generator = torch.Generator().manual_seed(3)
-    policy = ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True).to(device)
-    total = 300
+    policy = ActorCritic(6, gymnasium.spaces.Discrete(5), hidden, fused=True).to(device)
 
     def noise() -> torch.Tensor:
         return torch.randn(total, generator=generator).to(device)
@@ -240,18 +244,36 @@ def loss_gradients_equal_autograd(device: str = "cpu") -> None:
     old_log_probs, advantages = log_probs + 0.3 * noise(), noise()
     returns, old_values = values + noise(), values + 0.3 * noise()
     row_weights = (torch.rand(total, generator=generator) > 0.25).float().to(device)
-    index = torch.randperm(total, generator=generator)[:137].to(device)
+    index = torch.randperm(total, generator=generator)[:minibatch].to(device)
     ent_coef = torch.tensor(0.05, device=device)
-    assert fused_loss.applies(policy, obs, None)
-    assert not fused_loss.applies(policy, obs, torch.ones(total, 5, dtype=torch.bool, device=device))
+    config = TrainConfig()
+    named = {"obs": obs, "actions": actions}
+    assert fused_loss.settings(policy, config, named, None, ppo=True) is not None
+    masks = torch.ones(total, 5, dtype=torch.bool, device=device)
+    assert fused_loss.settings(policy, config, named, masks, ppo=True) is None, "action masks"
+    assert (
+        fused_loss.settings(policy, config, {"obs": obs[:, :3].T, "actions": actions}, None, ppo=True) is None
+    )
+    others = {
+        "shared trunk": ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True, shared_trunk=True),
+        "normalised observations": ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True,
+                                               normalize_obs=True),
+        "bfloat16": ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True, bf16=True),
+        "MultiDiscrete": ActorCritic(6, gymnasium.spaces.MultiDiscrete([2, 3]), (24, 40), fused=True),
+        "Box": ActorCritic(6, gymnasium.spaces.Box(-1, 1, (2,)), (24, 40), fused=True),
+        "not fused": ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=False),
+    }  # fmt: skip
+    for reason, other in others.items():
+        assert fused_loss.settings(other.to(device), config, named, None, ppo=True) is None, reason
     parameters = list(policy.parameters())
 
     # Minibatches that do not divide the rows: the last is shorter, each with its own statistics.
+    first = index[:137]
     for size, sizes in ((50, [50, 50, 37]), (137, [137])):
-        minibatches = fused_loss.minibatch_indices(advantages, row_weights, index, size, norm_adv=True)
+        minibatches = fused_loss.minibatch_indices(advantages, row_weights, first, size, norm_adv=True)
         assert [len(rows) for rows, _ in minibatches] == sizes
         for (rows, stats), start in zip(minibatches, range(0, 137, size), strict=True):
-            assert torch.equal(rows, index[start : start + size])
+            assert torch.equal(rows, first[start : start + size])
             kept = advantages[rows][row_weights[rows] > 0]
             expected = torch.stack([kept.mean(), kept.std(), row_weights[rows].sum()])
             assert torch.allclose(stats, expected), (size, stats, expected)
@@ -294,6 +316,18 @@ def loss_gradients_equal_autograd(device: str = "cpu") -> None:
                 assert error < max(1e-5, 4 * autograd_error), (label, i, error, autograd_error)
         return expected
 
+    def fused_ppo(
+        rollout: tuple, config: TrainConfig, rows: torch.Tensor, stats: torch.Tensor | None
+    ) -> dict:
+        named = dict(zip(fused_loss.PPO_FIELDS, rollout, strict=False))
+        launch = fused_loss.settings(policy, config, named, None, ppo=True)
+        return fused_loss.ppo_gradients(policy, config, named, rows, stats, ent_coef, launch)
+
+    def fused_a2c(rollout: tuple, config: TrainConfig) -> dict:
+        named = dict(zip(fused_loss.A2C_FIELDS, rollout, strict=False))
+        launch = fused_loss.settings(policy, config, named, None, ppo=False)
+        return fused_loss.a2c_gradients(policy, config, named, ent_coef, launch)
+
     for norm_adv, clip_vloss, weights in itertools.product((True, False), (True, False), (None, row_weights)):
         config = dataclasses.replace(TrainConfig(), norm_adv=norm_adv, clip_vloss=clip_vloss, vf_coef=0.7)
         label = (norm_adv, clip_vloss, weights is not None)
@@ -302,9 +336,7 @@ def loss_gradients_equal_autograd(device: str = "cpu") -> None:
             lambda network, rollout, config=config: ppo_losses(
                 network, config, rollout, index, ent_coef.to(rollout[3].dtype)
             ),
-            lambda rollout, config=config, rows=rows, stats=stats: fused_loss.ppo_gradients(
-                policy, config, rollout, rows, stats, ent_coef
-            ),
+            functools.partial(fused_ppo, config=config, rows=rows, stats=stats),
             (obs, actions, old_log_probs, advantages, returns, old_values, weights, None),
             ("ppo", *label),
         )
@@ -314,7 +346,7 @@ def loss_gradients_equal_autograd(device: str = "cpu") -> None:
                 lambda network, rollout, config=config: a2c_losses(
                     network, config, rollout, ent_coef.to(rollout[2].dtype)
                 ),
-                lambda rollout, config=config: fused_loss.a2c_gradients(policy, config, rollout, ent_coef),
+                functools.partial(fused_a2c, config=config),
                 (obs, actions, advantages, returns, weights, None),
                 ("a2c", *label),
             )

@@ -73,11 +73,14 @@ def test_compiled_kernels_on_the_gpu(n_in, hidden, n_out):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_loss_inside_the_kernels_on_the_gpu():
-    """The compiled loss heads of ``warpsci.fused_loss`` against autograd, float32 products."""
+@pytest.mark.parametrize("hidden", [(16, 16), (24, 40), (128, 128)])
+def test_loss_inside_the_kernels_on_the_gpu(hidden):
+    """The compiled loss heads of ``warpsci.fused_loss`` against autograd, float32 products, on a
+    minibatch of more rows than the programs' first tiles hold (each program loops), at widths of
+    each launch-setting class."""
     previous = torch.get_float32_matmul_precision()
     try:
-        fused_mlp_checks.loss_gradients_equal_autograd("cuda")
+        fused_mlp_checks.loss_gradients_equal_autograd("cuda", total=60000, minibatch=20011, hidden=hidden)
     finally:
         torch.set_float32_matmul_precision(previous)
 

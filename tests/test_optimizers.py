@@ -136,3 +136,21 @@ def test_training_does_not_import_torch_dynamo():
     result = run_script(script, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "dynamo imported: False" in result.stdout
+
+
+def test_zero_grad_keeps_gradients_that_are_views():
+    """Gradients set as views of one flat tensor (as the fused loss path sets them) are zeroed in
+    place by ``zero_grad(set_to_none=False)``, as torch.optim zeroes them, and step afterwards."""
+    network = _network(2)
+    optimizer = Adam(network.parameters(), lr=1e-3)
+    flat = torch.randn(sum(p.numel() for p in network.parameters()))
+    parameters = list(network.parameters())
+    for parameter, grad in zip(parameters, flat.split([p.numel() for p in parameters]), strict=True):
+        parameter.grad = grad.view(parameter.shape)
+    optimizer.zero_grad(set_to_none=False)
+    assert torch.count_nonzero(flat) == 0
+    before = [p.detach().clone() for p in parameters]
+    optimizer.step()
+    assert all(torch.equal(p, b) for p, b in zip(parameters, before, strict=True)), (
+        "zero gradients move nothing"
+    )

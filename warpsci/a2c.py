@@ -33,9 +33,11 @@ class A2CTrainer(OnPolicyTrainer):
             buffer.action_masks,
         )
         rollout = tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
-        if fused_loss.applies(learner.policy, rollout[0], rollout[5]):
+        named = dict(zip(fused_loss.A2C_FIELDS, rollout, strict=False))
+        launch = fused_loss.settings(learner.policy, learner.config, named, rollout[5], ppo=False)
+        if launch is not None:
             # The loss inside the fused backward kernels (warpsci.fused_loss).
-            losses = fused_loss.a2c_gradients(learner.policy, learner.config, rollout, learner.ent_coef)
+            losses = fused_loss.a2c_gradients(learner.policy, learner.config, named, learner.ent_coef, launch)
             self.gradient_step(learner, None)
         else:
             losses = self.compiled(a2c_losses)(learner.policy, learner.config, rollout, learner.ent_coef)

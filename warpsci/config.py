@@ -123,8 +123,8 @@ class TrainConfig:
     A2C: update 63 -> 19 ms, end to end 0.20M -> 0.65M env steps/s; BENCHMARKS.md). Outputs and
     gradients equal PyTorch's up to TF32 rounding. A network whose kernels do not fit the GPU's
     shared memory under any launch setting runs PyTorch's layers. With ``compile`` the kernels stay
-    inside the compiled loss (as torch custom operators). PPO with a ``Discrete`` action space (no
-    action masks, observation normalisation or ``bf16``) goes further, as does A2C: the loss is
+    inside the compiled loss (as torch custom operators). With a ``Discrete`` action space (no
+    action masks, observation normalisation, shared trunk or ``bf16``), PPO's and A2C's losses are
     computed inside the backward kernels (:mod:`warpsci.fused_loss`; H100, PPO on Cartpole at 2K
     environments: 58.2M steps/s end to end, against 50.8M with the autograd loss compiled). Other
     networks and the CPU use PyTorch's layers; ``--no-fused-mlp`` does everywhere."""

@@ -13,9 +13,10 @@ game (row weights) count in no mean, as in the autograd path.
 The formulas are :func:`warpsci.ppo.ppo_losses`'s and :func:`warpsci.a2c.a2c_losses`', derived by
 hand, including torch's conventions at the edges (ties of ``maximum`` split the gradient, ``clamp``
 passes it at its bounds); the tests check the two paths against each other (gradients and logged
-losses). :func:`applies` says where this path runs: a categorical policy (``Discrete`` actions) of
-separate two-hidden-layer tanh networks on the fused kernels, without observation normalisation,
-bfloat16 or action masks; elsewhere the algorithms differentiate their loss functions.
+losses). :func:`settings` says where this path runs (None elsewhere): a categorical policy (``Discrete``
+actions) of separate two-hidden-layer tanh networks on the fused kernels, without observation
+normalisation, bfloat16 or action masks, on contiguous rollout tensors; elsewhere the algorithms
+differentiate their loss functions.
 """
 
 from __future__ import annotations
@@ -36,11 +37,27 @@ from warpsci.fused_mlp import (
 from warpsci.networks import ActorCritic
 from warpsci.trainer import advantage_statistics, mean_denominator
 
+#: The kernels' names of PPO's and A2C's flattened rollout tensors, in the order in which
+#: :func:`warpsci.ppo.ppo_losses` and :func:`warpsci.a2c.a2c_losses` take them (without the masks).
+PPO_FIELDS = ("obs", "actions", "old_log_probs", "advantages", "returns", "old_values", "row_weights")
+A2C_FIELDS = ("obs", "actions", "advantages", "returns", "row_weights")
 
-def applies(policy: ActorCritic, obs: torch.Tensor, masks: torch.Tensor | None) -> bool:
-    """Whether :func:`ppo_gradients` and :func:`a2c_gradients` compute ``policy``'s gradients on a
-    rollout of flattened observations ``obs`` with action masks ``masks`` (None: none)."""
-    return (
+
+def settings(
+    policy: ActorCritic,
+    config: TrainConfig,
+    rollout: dict[str, torch.Tensor | None],
+    masks: torch.Tensor | None,
+    ppo: bool,
+) -> LaunchSettings | None:
+    """The launch settings of the two loss-head kernels for ``policy`` on a rollout (flattened
+    tensors by the kernel's names: ``obs``, ``actions``, ``advantages``, ``returns``,
+    ``row_weights`` (None: every row counts) and, for PPO, ``old_log_probs`` and ``old_values``),
+    or None where the fused loss does not apply (see the module's docstring). The first candidate
+    of the fused MLP's whose kernels load, probed once per network shape and loss variant with the
+    kernels that will run (as :func:`warpsci.fused_mlp.chosen_settings`)."""
+    obs, weights = rollout["obs"], rollout.get("row_weights")
+    eligible = (
         policy.fused
         and policy.kind == "discrete"
         and not policy.shared_trunk
@@ -50,22 +67,26 @@ def applies(policy: ActorCritic, obs: torch.Tensor, masks: torch.Tensor | None) 
         and can_fuse(policy.actor, obs)
         and can_fuse(policy.critic, obs)
         and not torch.compiler.is_compiling()
-        and settings(policy, obs) is not None
+        and all(tensor.is_contiguous() for tensor in rollout.values() if tensor is not None)
     )
-
-
-def settings(policy: ActorCritic, obs: torch.Tensor) -> LaunchSettings | None:
-    """The launch settings of the two loss-head kernels for ``policy`` on ``obs``'s device: the
-    first candidate of the fused MLP's whose kernels load (probed once per shape, as
-    :func:`warpsci.fused_mlp.chosen_settings`), or None."""
+    if not eligible:
+        return None
     actor, critic = mlp_layers(policy.actor), mlp_layers(policy.critic)
-    key = ("loss", *padded_shape_key(obs, *(layer.weight for layer in actor)), critic[2].weight.shape[0])
-    empty, no_rows = obs[:0], torch.zeros(0, device=obs.device, dtype=torch.int64)
+    flags = (config.norm_adv, ppo, config.clip_vloss, weights is not None, rollout["actions"].dtype)
+    key = (
+        "loss",
+        *padded_shape_key(obs, *(layer.weight for layer in actor)),
+        critic[2].weight.shape[0],
+        *flags,
+    )
+    empty = {name: tensor[:0] for name, tensor in rollout.items() if tensor is not None}
+    no_rows = torch.zeros(0, device=obs.device, dtype=torch.int64)
+    stats = torch.ones(3, device=obs.device)
 
     def launch(candidate: LaunchSettings) -> None:
-        for network, head in ((actor, "categorical"), (critic, "value")):
-            weights = tuple(p for layer in network for p in (layer.weight, layer.bias))
-            backward_pass(empty, 0, weights, "default", candidate, head=head, index=no_rows)
+        _launch_heads(
+            policy, config, empty, no_rows if ppo else None, 0, stats, obs.new_zeros(()), ppo, candidate
+        )
 
     return probe_settings(key, launch_candidates(max(policy.hidden_sizes)), launch)
 
@@ -108,23 +129,20 @@ def statistics(advantages: torch.Tensor, weights: torch.Tensor | None) -> torch.
 def ppo_gradients(
     policy: ActorCritic,
     config: TrainConfig,
-    rollout: tuple[torch.Tensor | None, ...],
+    rollout: dict[str, torch.Tensor | None],
     index: torch.Tensor,
     stats: torch.Tensor | None,
     ent_coef: torch.Tensor,
+    launch: LaunchSettings,
 ) -> dict[str, torch.Tensor]:
     """Set every parameter's ``.grad`` of ``policy`` to the gradient of PPO's loss
-    (:func:`warpsci.ppo.ppo_losses`) on the rows ``index`` of ``rollout`` (flattened observations,
-    actions, log-probabilities, advantages, returns, values and row weights), with the minibatch's
-    ``stats`` as :func:`minibatch_indices` gives them, and return the loss's parts under the same
-    names, without the loss itself (device scalars, detached). ``ent_coef``: a device scalar (a
-    schedule may change it between replays of a captured update)."""
-    obs, actions, log_probs, advantages, returns, values, weights = rollout[:7]
-    sums, total = _gradients(
-        policy, config, obs, index, index.numel(), stats, weights, ent_coef,
-        actor={"actions": actions, "old_log_probs": log_probs, "advantages": advantages},
-        critic={"returns": returns, "old_values": values}, ppo=True,
-    )  # fmt: skip
+    (:func:`warpsci.ppo.ppo_losses`) on the rows ``index`` of ``rollout`` (as :func:`settings`
+    takes it), with the minibatch's ``stats`` as :func:`minibatch_indices` gives them, and return
+    the loss's parts under the same names, without the loss itself (device scalars, detached).
+    ``ent_coef``: a device scalar (a schedule may change it between replays of a captured update).
+    ``launch``: :func:`settings`'s."""
+    sums = _set_gradients(policy, config, rollout, index, index.numel(), stats, ent_coef, True, launch)
+    total = index.numel() if stats is None or rollout.get("row_weights") is None else stats[2]
     (policy_loss, entropy, old_approx_kl, approx_kl, clip_fraction), value_sum = (
         sums[0] / total,
         sums[1][0] / total,
@@ -142,19 +160,19 @@ def ppo_gradients(
 def a2c_gradients(
     policy: ActorCritic,
     config: TrainConfig,
-    rollout: tuple[torch.Tensor | None, ...],
+    rollout: dict[str, torch.Tensor | None],
     ent_coef: torch.Tensor,
+    launch: LaunchSettings,
 ) -> dict[str, torch.Tensor]:
     """Set every parameter's ``.grad`` of ``policy`` to the gradient of A2C's loss
-    (:func:`warpsci.a2c.a2c_losses`) on the whole ``rollout`` (flattened observations, actions,
-    advantages, returns and row weights), and return the loss's parts under the same names,
-    without the loss itself (device scalars, detached)."""
-    obs, actions, advantages, returns, weights = rollout[:5]
+    (:func:`warpsci.a2c.a2c_losses`) on the whole ``rollout`` (as :func:`settings` takes it), and
+    return the loss's parts under the same names, without the loss itself (device scalars,
+    detached)."""
+    advantages, weights = rollout["advantages"], rollout.get("row_weights")
     stats = statistics(advantages, weights) if weights is not None or config.norm_adv else None
-    sums, total = _gradients(
-        policy, config, obs, None, obs.shape[0], stats, weights, ent_coef,
-        actor={"actions": actions, "advantages": advantages}, critic={"returns": returns}, ppo=False,
-    )  # fmt: skip
+    rows = rollout["obs"].shape[0]
+    sums = _set_gradients(policy, config, rollout, None, rows, stats, ent_coef, False, launch)
+    total = rows if weights is None else stats[2]
     return {
         "losses/value_loss": 0.5 * sums[1][0] / total,
         "losses/policy_loss": sums[0][0] / total,
@@ -162,40 +180,52 @@ def a2c_gradients(
     }
 
 
-def _gradients(
-    policy: ActorCritic,
-    config: TrainConfig,
-    obs: torch.Tensor,
-    index: torch.Tensor | None,
-    rows: int,
-    stats: torch.Tensor | None,
-    weights: torch.Tensor | None,
-    ent_coef: torch.Tensor,
-    actor: dict[str, torch.Tensor],
-    critic: dict[str, torch.Tensor],
-    ppo: bool,
-) -> tuple[list[torch.Tensor], torch.Tensor | float]:
-    """The actor's and the critic's launches over ``rows`` rows (``obs[index]``, or the first):
-    sets the gradients, returns the heads' sums and what their means divide by."""
-    launch = settings(policy, obs)
-    precision = resolved_precision("default")
-    options = {"clip_coef": config.clip_coef, "vf_coef": config.vf_coef, "scale": 1.0 / rows}
-    options.update(norm_adv=config.norm_adv, ppo=ppo, clip_vloss=ppo and config.clip_vloss)
-    common = {} if stats is None else {"adv_stats": stats}
-    if weights is not None:
-        common["row_weights"] = weights
-    actor = actor | common | {"ent_coef": ent_coef.reshape(1)}
+def _set_gradients(policy, config, rollout, index, rows, stats, ent_coef, ppo, launch) -> list[torch.Tensor]:
+    """:func:`_launch_heads`, then every parameter's ``.grad`` set; returns the heads' sums."""
+    if stats is None and (config.norm_adv or rollout.get("row_weights") is not None):
+        raise ValueError("the minibatch's statistics are needed for advantage normalisation or row weights")
     sums = []
-    for network, head, tensors in (
-        (policy.actor, "categorical", actor),
-        (policy.critic, "value", critic | common),
+    for parameters, flat, parts in _launch_heads(
+        policy, config, rollout, index, rows, stats, ent_coef, ppo, launch
     ):
-        parameters = tuple(p for layer in mlp_layers(network) for p in (layer.weight, layer.bias))
-        flat, parts = backward_pass(
-            obs, rows, parameters, precision, launch, head=head, index=index,
-            head_tensors=tensors, head_options=options,
-        )  # fmt: skip
         for parameter, grad in zip(parameters, flat.split([p.numel() for p in parameters]), strict=True):
             parameter.grad = grad.view(parameter.shape)
         sums.append(parts)
-    return sums, rows if weights is None else stats[2]
+    return sums
+
+
+def _launch_heads(
+    policy: ActorCritic,
+    config: TrainConfig,
+    rollout: dict[str, torch.Tensor | None],
+    index: torch.Tensor | None,
+    rows: int,
+    stats: torch.Tensor | None,
+    ent_coef: torch.Tensor,
+    ppo: bool,
+    launch: LaunchSettings,
+) -> list[tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]]:
+    """The actor's and the critic's kernel launches over ``rows`` rows (``obs[index]``, or the
+    first): for each, its parameters, their flat gradient and the head's sums."""
+    options = {"clip_coef": config.clip_coef, "vf_coef": config.vf_coef, "scale": 1.0 / max(rows, 1)}
+    # The ratio's clamp bounds rounded from double to float32, as torch rounds them.
+    options.update(ratio_low=1.0 - config.clip_coef, ratio_high=1.0 + config.clip_coef)
+    options.update(norm_adv=config.norm_adv, ppo=ppo, clip_vloss=ppo and config.clip_vloss)
+    shared = {name: rollout[name] for name in ("row_weights",) if rollout.get(name) is not None}
+    if stats is not None:
+        shared["adv_stats"] = stats
+    actor = {name: rollout[name] for name in ("actions", "advantages", "old_log_probs") if name in rollout}
+    critic = {name: rollout[name] for name in ("returns", "old_values") if name in rollout}
+    heads = (
+        (policy.actor, "categorical", actor | shared | {"ent_coef": ent_coef.reshape(1)}),
+        (policy.critic, "value", critic | shared),
+    )
+    launched = []
+    for network, head, tensors in heads:
+        parameters = tuple(p for layer in mlp_layers(network) for p in (layer.weight, layer.bias))
+        flat, parts = backward_pass(
+            rollout["obs"], rows, parameters, resolved_precision("default"), launch, head=head,
+            index=index, head_tensors=tensors, head_options=options,
+        )  # fmt: skip
+        launched.append((parameters, flat, parts))
+    return launched

@@ -274,8 +274,8 @@ def _weight_grads(
 HEAD_TENSORS = ("actions", "old_log_probs", "advantages", "adv_stats", "ent_coef", "returns", "old_values",
                 "row_weights")  # fmt: skip
 #: The loss heads' options and their defaults (``ppo``: PPO's clipped policy loss, else A2C's).
-HEAD_OPTIONS = {"clip_coef": 0.0, "vf_coef": 0.0, "scale": 0.0, "norm_adv": False, "ppo": False,
-                "clip_vloss": False}  # fmt: skip
+HEAD_OPTIONS = {"clip_coef": 0.0, "ratio_low": 0.0, "ratio_high": 0.0, "vf_coef": 0.0, "scale": 0.0,
+                "norm_adv": False, "ppo": False, "clip_vloss": False}  # fmt: skip
 #: Sums a loss head of the backward kernel returns (the categorical head's policy loss, entropy, two
 #: KL estimates and clipped rows, the last three zeros for A2C; the value head's squared errors,
 #: then zeros), weighted by the rows' weights.
@@ -313,7 +313,7 @@ def backward_pass(
         w1, b1, w2, b2, w3, partial if b3 is None else b3, partial, rows, partial.shape[1],
         x.shape[1], w1.shape[0], w2.shape[0], w3.shape[0],
         *(tensors[name] for name in HEAD_TENSORS),
-        float(options["clip_coef"]), float(options["vf_coef"]), float(options["scale"]),
+        *(float(options[name]) for name in ("clip_coef", "ratio_low", "ratio_high", "vf_coef", "scale")),
         _padded(x.shape[1]), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
         settings.backward_rows, resolved_precision(precision), head, index is not None,
         bool(options["norm_adv"]), bool(options["ppo"]), bool(options["clip_vloss"]),

@@ -83,15 +83,17 @@ def forward(
 @triton.jit
 def categorical_head(
     y, valid, weight, o, n_out, action, old_log_prob, advantage, adv_mean, adv_std, ent_coef,
-    clip_coef, scale, NORM_ADV: tl.constexpr, PPO: tl.constexpr,
+    clip_coef, ratio_low, ratio_high, scale, NORM_ADV: tl.constexpr, PPO: tl.constexpr,
 ):  # fmt: skip
     """The gradient of the policy loss minus the entropy bonus with respect to a categorical
     policy's logits ``y``, given each row's action, advantage and (PPO) old log-probability, and
     each row's parts of the loss, times its ``weight`` (0 past the minibatch's end or for agents
     out of the game, else 1): policy loss, entropy, -log ratio, (ratio - 1) - log ratio, clipped
     or not. The loss is a weighted mean: ``scale`` is 1 / the total weight. ``PPO``: the clipped
-    surrogate (ties of its two terms split the gradient in halves and the clamp passes it at its
-    bounds, as torch's ``maximum`` and ``clamp`` do); else A2C's ``-advantage x log-probability``.
+    surrogate, the ratio clamped to [``ratio_low``, ``ratio_high``] (1 -/+ ``clip_coef``, rounded
+    to float32 from double as torch rounds them; ties of the surrogate's two terms split the
+    gradient in halves and the clamp passes it at its bounds, as torch's ``maximum`` and ``clamp``
+    do; NaN propagates as in torch); else A2C's ``-advantage x log-probability``.
     ``valid``: the live rows' actual logits."""
     logits = tl.where(valid, y, -1.0e30)
     shifted = logits - tl.max(logits, axis=1)[:, None]
@@ -109,15 +111,20 @@ def categorical_head(
         log_ratio = log_prob - old_log_prob
         ratio = tl.exp(log_ratio)
         unclipped = -advantage * ratio
-        clipped = -advantage * tl.minimum(tl.maximum(ratio, 1.0 - clip_coef), 1.0 + clip_coef)
-        inside = (ratio >= 1.0 - clip_coef) & (ratio <= 1.0 + clip_coef)
+        clamped = tl.minimum(
+            tl.maximum(ratio, ratio_low, propagate_nan=tl.PropagateNan.ALL),
+            ratio_high,
+            propagate_nan=tl.PropagateNan.ALL,
+        )
+        clipped = -advantage * clamped
+        inside = (ratio >= ratio_low) & (ratio <= ratio_high)
         d_clipped = tl.where(inside, unclipped, 0.0)
         d_log_prob = tl.where(
             unclipped > clipped,
             unclipped,
             tl.where(unclipped < clipped, d_clipped, 0.5 * (unclipped + d_clipped)),
         )
-        policy_loss = tl.maximum(unclipped, clipped)
+        policy_loss = tl.maximum(unclipped, clipped, propagate_nan=tl.PropagateNan.ALL)
         old_kl = -log_ratio
         kl = (ratio - 1.0) - log_ratio
         clip_count = tl.where(tl.abs(ratio - 1.0) > clip_coef, 1.0, 0.0)
@@ -156,14 +163,19 @@ def value_head(
     d_value = 2.0 * error
     if CLIP_VLOSS:
         delta = value - old
-        clipped_error = old + tl.minimum(tl.maximum(delta, -clip_coef), clip_coef) - target
+        clamped = tl.minimum(
+            tl.maximum(delta, -clip_coef, propagate_nan=tl.PropagateNan.ALL),
+            clip_coef,
+            propagate_nan=tl.PropagateNan.ALL,
+        )
+        clipped_error = old + clamped - target
         clipped = clipped_error * clipped_error
         inside = (delta >= -clip_coef) & (delta <= clip_coef)
         d_clipped = tl.where(inside, 2.0 * clipped_error, 0.0)
         d_value = tl.where(
             squared > clipped, d_value, tl.where(squared < clipped, d_clipped, 0.5 * (d_value + d_clipped))
         )
-        squared = tl.maximum(squared, clipped)
+        squared = tl.maximum(squared, clipped, propagate_nan=tl.PropagateNan.ALL)
     counted = weight != 0.0
     d_value = tl.where(counted, 0.5 * vf_coef * scale * weight * d_value, 0.0)
     d_out = tl.where((o[None, :] == 0) & counted[:, None], d_value[:, None], 0.0)
@@ -175,7 +187,7 @@ def backward(
     x, index, grad_out, w1, b1, w2, b2, w3, b3, partial, rows, partial_width,
     n_in, n_h1, n_h2, n_out,
     actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
-    clip_coef, vf_coef, scale,
+    clip_coef, ratio_low, ratio_high, vf_coef, scale,
     IN_P: tl.constexpr, H1_P: tl.constexpr, H2_P: tl.constexpr, OUT_P: tl.constexpr,
     BLOCK: tl.constexpr, PRECISION: tl.constexpr, HEAD: tl.constexpr, GATHER: tl.constexpr,
     NORM_ADV: tl.constexpr, PPO: tl.constexpr, CLIP_VLOSS: tl.constexpr, WEIGHTED: tl.constexpr,
@@ -264,7 +276,8 @@ def backward(
             if HEAD == "categorical":
                 d3, part0, part1, part2, part3, part4 = categorical_head(
                     y, live[:, None] & (o[None, :] < n_out), weight, o, n_out, action, old_log_prob,
-                    advantage, adv_mean, adv_std, coefficient, clip_coef, scale, NORM_ADV, PPO,
+                    advantage, adv_mean, adv_std, coefficient, clip_coef, ratio_low, ratio_high, scale,
+                    NORM_ADV, PPO,
                 )  # fmt: skip
                 sum0 += part0
                 sum1 += part1

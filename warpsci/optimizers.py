@@ -69,8 +69,13 @@ class Optimizer:
                 continue
             if set_to_none:
                 param.grad = None
-            else:
+            elif param.grad.grad_fn is not None:
                 param.grad.detach_().zero_()
+            else:
+                # As torch.optim does: a gradient without history (possibly a view, as the fused
+                # loss path sets them) is zeroed in place without detaching.
+                param.grad.requires_grad_(False)
+                param.grad.zero_()
 
     def _with_grads(self) -> list[torch.Tensor]:
         return [param for param in self.params if param.grad is not None]

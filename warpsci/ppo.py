@@ -48,19 +48,20 @@ class PPOTrainer(OnPolicyTrainer):
         tensors.append(buffer.action_masks)
         rollout = tuple(None if tensor is None else tensor.flatten(0, 1) for tensor in tensors)
         # The loss inside the fused backward kernels where they apply (warpsci.fused_loss), else autograd.
-        fused = fused_loss.applies(learner.policy, rollout[0], rollout[7])
+        named = dict(zip(fused_loss.PPO_FIELDS, rollout, strict=False))
+        launch = fused_loss.settings(learner.policy, config, named, rollout[7], ppo=True)
         minibatch_losses = self.compiled(ppo_losses)
         clip_fractions = []
         for _epoch in range(config.update_epochs):
             # argsort of uniform keys rather than randperm: the same draws eager and graph-replayed.
             keys = torch.rand(batch_size, device=self.device, generator=self.generator)
             order = torch.argsort(keys)
-            if fused:
+            if launch is not None:
                 for index, stats in fused_loss.minibatch_indices(
                     rollout[3], rollout[6], order, minibatch_size, config.norm_adv
                 ):
                     losses = fused_loss.ppo_gradients(
-                        learner.policy, config, rollout, index, stats, learner.ent_coef
+                        learner.policy, config, named, index, stats, learner.ent_coef, launch
                     )
                     clip_fractions.append(losses["losses/clipfrac"])
                     self.gradient_step(learner, None)
