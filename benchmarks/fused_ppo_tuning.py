@@ -3,7 +3,8 @@
     python benchmarks/fused_ppo_tuning.py [--rows 65536 2097152] [--shape 4x64x2]
 
 For each launch setting (rows per tile, pipeline stages, warps, programs per multiprocessor) it
-times one PPO minibatch's two kernel launches (actor: categorical head, critic: value head) over
+times one PPO minibatch's kernel launch (actor: categorical head, critic: value head; two launches,
+one per network, in the figures of 2026-11-25 night in BENCHMARKS.md) over
 ``rows`` rows drawn from a rollout four times as long, with the minibatch's index random (as
 training draws it), sorted, and contiguous; and, for reference, the two plain backward passes
 (gradient given) that the autograd loss path runs over the same rows. Medians of
@@ -20,21 +21,19 @@ import torch
 import triton.testing
 from triton.runtime.errors import OutOfResources
 
-from warpsci.fused_mlp import LaunchSettings, backward_pass
+from warpsci.fused_mlp import LaunchSettings, actor_critic_pass, backward_pass
 from warpsci.networks import mlp
 
 
-def loss_heads(obs, rows, weights, heads, options, settings, index) -> None:
-    """One PPO minibatch's two kernel launches (actor, critic) over the rows ``index``."""
-    for network, (head, tensors) in zip(weights, heads, strict=True):
-        backward_pass(obs, rows, network, "tf32_rounded", settings, head=head, index=index,
-                      head_tensors=tensors, head_options=options)  # fmt: skip
+def loss_heads(obs, rows, weights, tensors, options, settings, index) -> None:
+    """One PPO minibatch's kernel launch (actor and critic) over the rows ``index``."""
+    actor_critic_pass(obs, rows, *weights, "tf32_rounded", settings, index, tensors, options)
 
 
 def given(obs, rows, weights, grads, settings) -> None:
     """The two plain backward passes over the first ``rows`` rows (the autograd loss path's)."""
     for network, grad in zip(weights, grads, strict=True):
-        backward_pass(obs[:rows], rows, (*network[:5], None), "tf32_rounded", settings, grad_out=grad)
+        backward_pass(obs[:rows], grad, network[:5], "tf32_rounded", settings)
 
 
 def main() -> None:
@@ -55,12 +54,10 @@ def main() -> None:
         obs = torch.randn(total, n_in, device="cuda")
         actions = torch.randint(0, n_actions, (total,), device="cuda")
         data = {name: torch.randn(total, device="cuda") for name in ("logp", "adv", "ret", "val")}
-        stats, ent_coef = torch.tensor([0.0, 1.0], device="cuda"), torch.tensor([0.01], device="cuda")
-        heads = (
-            ("categorical", {"actions": actions, "old_log_probs": data["logp"],
-             "advantages": data["adv"], "adv_stats": stats, "ent_coef": ent_coef}),
-            ("value", {"returns": data["ret"], "old_values": data["val"]}),
-        )  # fmt: skip
+        stats, ent_coef = torch.tensor([0.0, 1.0, 1.0], device="cuda"), torch.tensor([0.01], device="cuda")
+        tensors = {"actions": actions, "old_log_probs": data["logp"], "advantages": data["adv"],
+                   "adv_stats": stats, "ent_coef": ent_coef, "returns": data["ret"],
+                   "old_values": data["val"]}  # fmt: skip
         options = {"clip_coef": 0.2, "vf_coef": 0.5, "scale": 1.0 / rows}
         options.update(ratio_low=0.8, ratio_high=1.2, norm_adv=True, ppo=True, clip_vloss=True)
         random_index = torch.randperm(total, device="cuda")[:rows]
@@ -74,7 +71,7 @@ def main() -> None:
             times = {}
             try:
                 for kind, index in indices.items():
-                    run = functools.partial(loss_heads, obs, rows, weights, heads, options, settings, index)
+                    run = functools.partial(loss_heads, obs, rows, weights, tensors, options, settings, index)
                     times[kind] = 1000 * triton.testing.do_bench(run)
                 run = functools.partial(given, obs, rows, weights, grads, settings)
                 times["given"] = 1000 * triton.testing.do_bench(run)

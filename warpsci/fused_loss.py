@@ -26,7 +26,7 @@ import torch
 from warpsci.config import TrainConfig
 from warpsci.fused_mlp import (
     LaunchSettings,
-    backward_pass,
+    actor_critic_pass,
     can_fuse,
     launch_candidates,
     mlp_layers,
@@ -205,27 +205,22 @@ def _launch_heads(
     ppo: bool,
     launch: LaunchSettings,
 ) -> list[tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]]:
-    """The actor's and the critic's kernel launches over ``rows`` rows (``obs[index]``, or the
-    first): for each, its parameters, their flat gradient and the head's sums."""
+    """The actor's and the critic's kernels, in one launch, over ``rows`` rows (``obs[index]``, or
+    the first): for each network, its parameters, their flat gradient and the head's sums."""
     options = {"clip_coef": config.clip_coef, "vf_coef": config.vf_coef, "scale": 1.0 / max(rows, 1)}
     # The ratio's clamp bounds rounded from double to float32, as torch rounds them.
     options.update(ratio_low=1.0 - config.clip_coef, ratio_high=1.0 + config.clip_coef)
     options.update(norm_adv=config.norm_adv, ppo=ppo, clip_vloss=ppo and config.clip_vloss)
-    shared = {name: rollout[name] for name in ("row_weights",) if rollout.get(name) is not None}
+    names = ("actions", "advantages", "old_log_probs", "returns", "old_values", "row_weights")
+    tensors = {name: rollout[name] for name in names if rollout.get(name) is not None}
+    tensors["ent_coef"] = ent_coef.reshape(1)
     if stats is not None:
-        shared["adv_stats"] = stats
-    actor = {name: rollout[name] for name in ("actions", "advantages", "old_log_probs") if name in rollout}
-    critic = {name: rollout[name] for name in ("returns", "old_values") if name in rollout}
-    heads = (
-        (policy.actor, "categorical", actor | shared | {"ent_coef": ent_coef.reshape(1)}),
-        (policy.critic, "value", critic | shared),
+        tensors["adv_stats"] = stats
+    networks = [
+        tuple(p for layer in mlp_layers(net) for p in (layer.weight, layer.bias))
+        for net in (policy.actor, policy.critic)
+    ]
+    results = actor_critic_pass(
+        rollout["obs"], rows, *networks, resolved_precision("default"), launch, index, tensors, options
     )
-    launched = []
-    for network, head, tensors in heads:
-        parameters = tuple(p for layer in mlp_layers(network) for p in (layer.weight, layer.bias))
-        flat, parts = backward_pass(
-            rollout["obs"], rows, parameters, resolved_precision("default"), launch, head=head,
-            index=index, head_tensors=tensors, head_options=options,
-        )  # fmt: skip
-        launched.append((parameters, flat, parts))
-    return launched
+    return [(parameters, flat, parts) for parameters, (flat, parts) in zip(networks, results, strict=True)]

@@ -264,10 +264,7 @@ def _weight_grads(
     """The gradients of w1, b1, w2, b2, w3 and b3, flattened in that order into one vector."""
     x = x.contiguous()
     settings = settings or _settings(x, w1, w2, w3, precision)
-    flat, _ = backward_pass(
-        x, x.shape[0], (w1, b1, w2, b2, w3, None), precision, settings, grad_out=grad_out.contiguous()
-    )
-    return flat
+    return backward_pass(x, grad_out.contiguous(), (w1, b1, w2, b2, w3), precision, settings)
 
 
 #: The backward kernel's loss-head tensors, in its argument order.
@@ -276,6 +273,8 @@ HEAD_TENSORS = ("actions", "old_log_probs", "advantages", "adv_stats", "ent_coef
 #: The loss heads' options and their defaults (``ppo``: PPO's clipped policy loss, else A2C's).
 HEAD_OPTIONS = {"clip_coef": 0.0, "ratio_low": 0.0, "ratio_high": 0.0, "vf_coef": 0.0, "scale": 0.0,
                 "norm_adv": False, "ppo": False, "clip_vloss": False}  # fmt: skip
+#: The options the kernels take as float arguments, in their order.
+SCALAR_OPTIONS = ("clip_coef", "ratio_low", "ratio_high", "vf_coef", "scale")
 #: Sums a loss head of the backward kernel returns (the categorical head's policy loss, entropy, two
 #: KL estimates and clipped rows, the last three zeros for A2C; the value head's squared errors,
 #: then zeros), weighted by the rows' weights.
@@ -283,45 +282,65 @@ LOSS_PARTS = 5
 
 
 def backward_pass(
+    x: torch.Tensor, grad_out: torch.Tensor, weights: tuple[torch.Tensor, ...], precision: str,
+    settings: LaunchSettings,
+) -> torch.Tensor:  # fmt: skip
+    """One launch of the backward kernel over the rows of ``x`` with the gradient of the outputs
+    ``grad_out``: the flat weight gradients (:func:`_weight_grads`'s layout). ``weights``: w1, b1,
+    w2, b2, w3."""
+    w1, b1, w2, b2, w3 = weights
+    rows = x.shape[0]
+    programs = max(1, min(triton_cdiv(rows, settings.backward_rows), _program_count(x.device, settings)))
+    partial = torch.empty((programs, _parameter_count(w1, w2, w3)), device=x.device, dtype=torch.float32)
+    _kernels().backward[(programs,)](
+        x, partial, grad_out, w1, b1, w2, b2, w3, partial, partial, rows, partial.shape[1],
+        x.shape[1], w1.shape[0], w2.shape[0], w3.shape[0],
+        *(partial for _ in HEAD_TENSORS), *(0.0 for _ in SCALAR_OPTIONS),
+        _padded(x.shape[1]), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
+        settings.backward_rows, resolved_precision(precision), "given", False, False, False, False, False,
+        num_warps=settings.warps, num_stages=settings.backward_stages,
+    )  # fmt: skip
+    return partial.sum(dim=0)
+
+
+def actor_critic_pass(
     x: torch.Tensor,
     rows: int,
-    weights: tuple[torch.Tensor, ...],
+    actor: tuple[torch.Tensor, ...],
+    critic: tuple[torch.Tensor, ...],
     precision: str,
     settings: LaunchSettings,
-    head: str = "given",
-    index: torch.Tensor | None = None,
-    grad_out: torch.Tensor | None = None,
-    head_tensors: dict[str, torch.Tensor] | None = None,
-    head_options: dict[str, float | bool] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One launch of the backward kernel over the first ``rows`` rows of ``x``, or the rows
-    ``x[index]``: the flat weight gradients (:func:`_weight_grads`'s layout) and, for a loss head
-    (``"categorical"`` or ``"value"``), the rows' sums of the loss's parts (:data:`LOSS_PARTS`
-    floats). ``weights``: w1, b1, w2, b2, w3, b3 (b3 may be None for the ``"given"`` head, which
-    does not read it). ``head_tensors`` (by the kernel's argument names: ``actions``,
-    ``advantages``, ``adv_stats``, ``row_weights`` ...) and ``head_options`` (:data:`HEAD_OPTIONS`)
-    are the head's arguments; see ``mlp_kernels.backward``."""
-    w1, b1, w2, b2, w3, b3 = weights
+    index: torch.Tensor | None,
+    head_tensors: dict[str, torch.Tensor],
+    head_options: dict[str, float | bool],
+) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """One launch of ``mlp_kernels.actor_critic_backward`` over the first ``rows`` rows of ``x``,
+    or the rows ``x[index]``: for the actor (categorical loss head) and the critic (value loss
+    head), the flat weight gradients (:func:`_weight_grads`'s layout) and the rows' sums of the
+    loss's parts (:data:`LOSS_PARTS` floats). ``actor`` and ``critic``: w1, b1, w2, b2, w3, b3 of
+    networks of the same input and hidden widths. ``head_tensors`` (by the kernel's argument
+    names, :data:`HEAD_TENSORS`; ``row_weights`` only where rows are weighted) and
+    ``head_options`` (:data:`HEAD_OPTIONS`) are the loss's arguments."""
     programs = max(1, min(triton_cdiv(rows, settings.backward_rows), _program_count(x.device, settings)))
-    parameters = _parameter_count(w1, w2, w3)
-    width = parameters if head == "given" else parameters + LOSS_PARTS
-    partial = torch.empty((programs, width), device=x.device, dtype=torch.float32)
-    tensors = dict.fromkeys(HEAD_TENSORS, partial) | (head_tensors or {})
-    options = HEAD_OPTIONS | (head_options or {})
-    _kernels().backward[(programs,)](
-        x, partial if index is None else index, partial if grad_out is None else grad_out,
-        w1, b1, w2, b2, w3, partial if b3 is None else b3, partial, rows, partial.shape[1],
-        x.shape[1], w1.shape[0], w2.shape[0], w3.shape[0],
-        *(tensors[name] for name in HEAD_TENSORS),
-        *(float(options[name]) for name in ("clip_coef", "ratio_low", "ratio_high", "vf_coef", "scale")),
+    actor_width, critic_width = (_parameter_count(*net[0:6:2]) + LOSS_PARTS for net in (actor, critic))
+    partial = torch.empty((programs, actor_width + critic_width), device=x.device, dtype=torch.float32)
+    tensors = dict.fromkeys(HEAD_TENSORS, partial) | head_tensors
+    options = HEAD_OPTIONS | head_options
+    w1, _, w2, _, w3, _ = actor
+    _kernels().actor_critic_backward[(programs, 2)](
+        x, partial if index is None else index, partial, rows, partial.shape[1], actor_width,
+        *actor, *critic, x.shape[1], w1.shape[0], w2.shape[0], w3.shape[0],
+        *(tensors[name] for name in HEAD_TENSORS), *(float(options[name]) for name in SCALAR_OPTIONS),
         _padded(x.shape[1]), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
-        settings.backward_rows, resolved_precision(precision), head, index is not None,
+        settings.backward_rows, resolved_precision(precision), index is not None,
         bool(options["norm_adv"]), bool(options["ppo"]), bool(options["clip_vloss"]),
-        "row_weights" in (head_tensors or {}),
+        "row_weights" in head_tensors,
         num_warps=settings.warps, num_stages=settings.backward_stages,
     )  # fmt: skip
     total = partial.sum(dim=0)
-    return (total, None) if head == "given" else (total[:parameters], total[parameters:])
+    sizes = (actor_width - LOSS_PARTS, LOSS_PARTS, critic_width - LOSS_PARTS, LOSS_PARTS)
+    actor_flat, actor_parts, critic_flat, critic_parts = total.split(sizes)
+    return (actor_flat, actor_parts), (critic_flat, critic_parts)
 
 
 def _parameter_count(w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> int:

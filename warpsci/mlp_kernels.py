@@ -192,6 +192,60 @@ def backward(
     BLOCK: tl.constexpr, PRECISION: tl.constexpr, HEAD: tl.constexpr, GATHER: tl.constexpr,
     NORM_ADV: tl.constexpr, PPO: tl.constexpr, CLIP_VLOSS: tl.constexpr, WEIGHTED: tl.constexpr,
 ):  # fmt: skip
+    """One network's weight gradients (:func:`network_grads`), one program per ``program_id(0)``."""
+    network_grads(
+        x, index, grad_out, w1, b1, w2, b2, w3, b3, partial, rows, partial_width, n_in, n_h1, n_h2, n_out,
+        actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
+        clip_coef, ratio_low, ratio_high, vf_coef, scale, tl.program_id(0), tl.num_programs(0),
+        IN_P, H1_P, H2_P, OUT_P, BLOCK, PRECISION, HEAD, GATHER, NORM_ADV, PPO, CLIP_VLOSS, WEIGHTED,
+    )  # fmt: skip
+
+
+@triton.jit
+def actor_critic_backward(
+    x, index, partial, rows, partial_width, critic_offset,
+    a_w1, a_b1, a_w2, a_b2, a_w3, a_b3, c_w1, c_b1, c_w2, c_b2, c_w3, c_b3,
+    n_in, n_h1, n_h2, n_actions,
+    actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
+    clip_coef, ratio_low, ratio_high, vf_coef, scale,
+    IN_P: tl.constexpr, H1_P: tl.constexpr, H2_P: tl.constexpr, OUT_P: tl.constexpr,
+    BLOCK: tl.constexpr, PRECISION: tl.constexpr, GATHER: tl.constexpr,
+    NORM_ADV: tl.constexpr, PPO: tl.constexpr, CLIP_VLOSS: tl.constexpr, WEIGHTED: tl.constexpr,
+):  # fmt: skip
+    """An actor's (categorical head) and a critic's (value head) weight gradients in one launch:
+    ``program_id(1)`` 0 runs the actor, 1 the critic (both of widths ``n_in``, ``n_h1``, ``n_h2``),
+    so that the two networks' programs share the GPU instead of following each other. Each
+    program's row of ``partial`` holds the actor's gradients and loss sums, then from
+    ``critic_offset`` the critic's."""
+    if tl.program_id(1) == 0:
+        network_grads(
+            x, index, partial, a_w1, a_b1, a_w2, a_b2, a_w3, a_b3, partial, rows, partial_width,
+            n_in, n_h1, n_h2, n_actions,
+            actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
+            clip_coef, ratio_low, ratio_high, vf_coef, scale, tl.program_id(0), tl.num_programs(0),
+            IN_P, H1_P, H2_P, OUT_P, BLOCK, PRECISION, "categorical", GATHER, NORM_ADV, PPO, CLIP_VLOSS,
+            WEIGHTED,
+        )  # fmt: skip
+    else:
+        network_grads(
+            x, index, partial, c_w1, c_b1, c_w2, c_b2, c_w3, c_b3, partial + critic_offset, rows,
+            partial_width, n_in, n_h1, n_h2, 1,
+            actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
+            clip_coef, ratio_low, ratio_high, vf_coef, scale, tl.program_id(0), tl.num_programs(0),
+            IN_P, H1_P, H2_P, OUT_P, BLOCK, PRECISION, "value", GATHER, NORM_ADV, PPO, CLIP_VLOSS, WEIGHTED,
+        )  # fmt: skip
+
+
+@triton.jit
+def network_grads(
+    x, index, grad_out, w1, b1, w2, b2, w3, b3, partial, rows, partial_width,
+    n_in, n_h1, n_h2, n_out,
+    actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
+    clip_coef, ratio_low, ratio_high, vf_coef, scale, program, programs,
+    IN_P: tl.constexpr, H1_P: tl.constexpr, H2_P: tl.constexpr, OUT_P: tl.constexpr,
+    BLOCK: tl.constexpr, PRECISION: tl.constexpr, HEAD: tl.constexpr, GATHER: tl.constexpr,
+    NORM_ADV: tl.constexpr, PPO: tl.constexpr, CLIP_VLOSS: tl.constexpr, WEIGHTED: tl.constexpr,
+):  # fmt: skip
     """The weight gradients of the network over ``rows`` rows of ``x``: its first rows, or with
     ``GATHER`` the rows ``index`` (a minibatch of the rollout). The gradient of its output comes
     from ``HEAD``: ``"given"`` (``grad_out``, one row per row), or a loss computed here from the
@@ -201,9 +255,8 @@ def backward(
     are over the rows, or with ``WEIGHTED`` weighted by ``row_weights`` (agents in the game), whose
     total is ``adv_stats[2]``; ``adv_stats[:2]`` are the advantages' mean and standard deviation
     (``NORM_ADV``). The rows' sums of the loss's parts follow the gradients in each program's row
-    of ``partial``. Arguments a head does not use may be any tensor."""
-    program = tl.program_id(0)
-    programs = tl.num_programs(0)
+    of ``partial``; this is program ``program`` of ``programs``, each looping over tiles of
+    ``BLOCK`` rows. Arguments a head does not use may be any tensor."""
     w1_t = load_transposed(w1, n_in, n_h1, IN_P, H1_P)
     w2_t = load_transposed(w2, n_h1, n_h2, H1_P, H2_P)
     w2_n = load_weight(w2, n_h1, n_h2, H1_P, H2_P)
