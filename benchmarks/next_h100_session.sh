@@ -1,31 +1,33 @@
-# The next H100 lease for issues 12 and 18, from the repository root with OUT set, in two calls of
-# under 10 minutes each: PART=1 (1-3's checks and phases), then PART=2 (the rest). gymnasium and
-# pettingzoo must be installed there first (wheels carried in .whl, as the device README says). What the lease of 2026-11-25 (evening) left unmeasured:
-# (1) the fused kernels' GPU tests at both launch-setting classes (32 and 128 wide), and which launch
-#     settings load for 128-wide networks with wide inputs and outputs (the probe's fallbacks);
-# (2) Tag gridworld end to end with 32-wide networks back on the NARROW settings (648K expected at
-#     2,000 x 1,000, A2C; 570K was measured with the interim settings);
-# (3) PPO Cartpole end to end with the fused kernels inside the compiled loss up to 1M environments
-#     (the best batch: 153.9M at 262K), and the one-launch rollout step against three launches;
-# (4) Tag continuous end to end with the compiled update (issue 12);
-# (5) where a fresh process's seconds go before training (torch._dynamo should stay unimported),
-#     and the time to solve against a bare torch start.
+# The next H100 lease for issue 18 (and 12), from the repository root with OUT set, in two calls of
+# under 10 minutes each: PART=1, then PART=2. gymnasium and pettingzoo must be installed there first
+# (wheels carried in .whl, as the device README says). What the lease of 2026-11-25 (night) left
+# unmeasured, all built after its device time ran out:
+# (1) the loss heads of the actor and the critic in one launch (mlp_kernels.actor_critic_backward;
+#     the figures of that lease are two launches, one per network): GPU tests at three widths and
+#     20,011 rows, the launch settings' sweep, phases and end to end against the autograd loss
+#     compiled (the baseline rerun in the same call);
+# (2) A2C's loss and row weights inside the kernels: Tag gridworld end to end at 2,000 x 1,000 (A2C,
+#     619K with the autograd loss), the A2C and PPO presets' learning on the GPU;
+# (3) the time to solve Cartpole with the loss inside the kernels.
 set -u
 mkdir -p "$OUT"
 if [ "${PART:-1}" = 1 ]; then
-timeout 90 python benchmarks/fused_mlp_tuning.py --compare --rows 16384 2097152 --shapes 70x128x5 128x128x128 6x128x5 2>&1 | grep -v -i warn
-python -m pytest -q -m gpu tests/test_fused_mlp.py tests/test_graphs_gpu.py -p no:cacheprovider -n 3 --dist loadfile 2>&1 | tail -2
-timeout 150 python benchmarks/tag_speed_session.py "$OUT/tag" training fused-only 2>&1 | grep -E "^e2e"
-for rollout in "" --three-launch-rollout; do  # the one-launch rollout step against three launches
-  timeout 100 python benchmarks/cartpole_e2e_session.py "$OUT/phases$rollout" --parts phases --modes fused-compiled \
-    --phase-sizes 2048 65536 $rollout 2>&1 | grep -E "^phases|Error"
+python -m pytest -q -m gpu tests/test_fused_mlp.py -k loss_inside -p no:cacheprovider 2>&1 | tail -1
+timeout 150 python benchmarks/fused_ppo_tuning.py 2>&1 | grep -E "^rows|^best" | grep -v "warps 8"
+for build in "fused" "fused-compiled --autograd-loss"; do
+  set -- $build
+  for size in 2048 65536; do
+    timeout 60 python benchmarks/cartpole_e2e_session.py "$OUT/phases-$1${2:+-autograd}-$size" --parts phases \
+      --modes "$1" ${2:-} --phase-sizes $size 2>&1 | grep -E "^phases|Error"
+  done
 done
 fi
 if [ "${PART:-1}" = 2 ]; then
-timeout 200 python benchmarks/cartpole_e2e_session.py "$OUT/e2e" --parts train --modes fused-compiled \
-  --sizes 2048 262144 524288 1048576 2>&1 | grep -E "^train|Error"
-# Issue 12: Tag continuous 2,000 x 110 with WarpDrive's network, the update's loss compiled (364K eager).
-timeout 150 python benchmarks/profile_iteration.py "$OUT" warpdrive compile 2>&1 | grep -E '"(rollout_ms|update_ms|env_steps_per_s)"'
-python benchmarks/startup_probe.py 2>&1 | grep -E "^  [a-zA-Z]" | tail -14
+for size in 2048 1048576; do
+  timeout 60 python benchmarks/cartpole_e2e_session.py "$OUT/e2e-$size" --parts train --modes fused \
+    --sizes $size 2>&1 | grep -E "^train|Error"
+done
+timeout 150 python benchmarks/tag_speed_session.py "$OUT/tag" training fused-only 2>&1 | grep -E "^e2e"
 timeout 120 python benchmarks/cartpole_e2e_session.py "$OUT/solve" --parts solve 2>&1 | grep -E "^solve"
+timeout 200 python -m pytest -q -m gpu tests/test_learning.py -k "CartPole or Acrobot" -p no:cacheprovider 2>&1 | tail -1
 fi
