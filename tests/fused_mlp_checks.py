@@ -135,9 +135,10 @@ def actor_critic_equals_unfused() -> None:
 
 
 def training_equals_unfused() -> None:
-    """Two A2C iterations of Tag gridworld (partial observations, shared policy, runners that
-    leave the game), and two PPO iterations of Cartpole, with and without the kernels (the loss
-    inside them, :mod:`warpsci.fused_loss`) end with the same weights."""
+    """Two A2C iterations of Tag gridworld (partial observations, shared policy), two PPO
+    iterations of Cartpole, and PPO and A2C on down-sampled Cartpole (row weights), with and
+    without the kernels (the loss inside them, :mod:`warpsci.fused_loss`) end with the same
+    weights."""
     from warpsci import fused_loss
     from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig
@@ -275,8 +276,16 @@ def loss_gradients_equal_autograd(
         for (rows, stats), start in zip(minibatches, range(0, 137, size), strict=True):
             assert torch.equal(rows, first[start : start + size])
             kept = advantages[rows][row_weights[rows] > 0]
-            expected = torch.stack([kept.mean(), kept.std(), row_weights[rows].sum()])
+            expected = torch.stack([kept.mean(), kept.std(), row_weights[rows].sum(), kept.new_zeros(())])
             assert torch.allclose(stats, expected), (size, stats, expected)
+    # Minibatches keeping one row or none: the means divide by at least 1, as masked_mean's do.
+    for kept_rows in (0, 1):
+        weights = torch.zeros(4, device=device)
+        weights[:kept_rows] = 1.0
+        stats = fused_loss.statistics(advantages[:4], weights)
+        assert stats[2] == 1.0, (kept_rows, stats)
+        if kept_rows:
+            assert stats[0] == advantages[0] / 2, "the advantages' mean divides by at least 2"
 
     reference = copy.deepcopy(policy).double()  # float64 autograd: what both paths approximate
     reference.fused = False
@@ -293,8 +302,8 @@ def loss_gradients_equal_autograd(
     def compare(losses, run_fused, rollout: tuple, label: tuple) -> dict:
         """Autograd's losses (float32) against the fused path's, and the fused gradients' error
         against float64 autograd within 1e-5 or 4 times float32 autograd's error; errors relative
-        to the network's whole gradient (a bias whose gradient is a sum that nearly cancels has a
-        large error relative to itself, in float32 autograd too)."""
+        to the layer's whole gradient, weight and bias (a bias whose gradient is a sum that nearly
+        cancels has a large error relative to itself, in float32 autograd too)."""
         policy.fused = False
         expected, expected_grads = autograd(policy, losses, rollout)
         _, exact_grads = autograd(reference, losses, rollout)
@@ -306,9 +315,8 @@ def loss_gradients_equal_autograd(
         for name, value in expected.items():
             close = torch.allclose(result[name], value, rtol=1e-5, atol=1e-6)
             assert close, (label, name, result[name], value)
-        for network in (policy.actor, policy.critic):
-            members = {id(parameter) for parameter in network.parameters()}
-            indices = [i for i, parameter in enumerate(parameters) if id(parameter) in members]
+        for layer in range(0, len(parameters), 2):  # a weight and its bias
+            indices = (layer, layer + 1)
             scale = torch.cat([exact_grads[i].flatten() for i in indices]).norm()
             for i in indices:
                 error = ((parameters[i].grad.double() - exact_grads[i]).norm() / scale).item()

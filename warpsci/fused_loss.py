@@ -3,12 +3,14 @@
 Through autograd a PPO minibatch step is a gather of the minibatch's rows, the actor's and the
 critic's forward passes, a dozen element-wise and reduction kernels for the loss (log-softmax,
 ratio, clipped surrogate, entropy, value loss, their means) and two backward passes that recompute
-the hidden layers anyway. Here the backward kernel (``mlp_kernels.backward``) reads each row's
-observation (through the minibatch's index), runs the network, computes the loss's gradient with
-respect to the network's output from the row's rollout data, and backpropagates it: one launch for
-the actor (categorical head: policy loss and entropy bonus) and one for the critic (value loss).
-Each program also sums the loss's parts over its rows, for the logs. Rows of agents out of the
-game (row weights) count in no mean, as in the autograd path.
+the hidden layers anyway. Here one launch of ``mlp_kernels.actor_critic_backward`` does both networks:
+each program reads its rows' observations (through the minibatch's index), runs its network,
+computes the loss's gradient with respect to the network's output from the rows' rollout data, and
+backpropagates it; the actor's programs with the categorical head (policy loss and entropy bonus),
+the critic's with the value loss. Each program also sums the loss's parts over its rows, for the
+logs. Rows of agents out of the game (row weights) count in no mean, as in the autograd path
+(where their data are not finite, they are left out here, while autograd's ``0 x NaN`` would
+spread NaN).
 
 The formulas are :func:`warpsci.ppo.ppo_losses`'s and :func:`warpsci.a2c.a2c_losses`', derived by
 hand, including torch's conventions at the edges (ties of ``maximum`` split the gradient, ``clamp``
@@ -72,21 +74,25 @@ def settings(
     if not eligible:
         return None
     actor, critic = mlp_layers(policy.actor), mlp_layers(policy.critic)
-    flags = (config.norm_adv, ppo, config.clip_vloss, weights is not None, rollout["actions"].dtype)
-    key = (
-        "loss",
-        *padded_shape_key(obs, *(layer.weight for layer in actor)),
-        critic[2].weight.shape[0],
-        *flags,
+    # One launch runs both networks at the actor's widths: the critic's hidden layers must match.
+    if any(a.weight.shape != c.weight.shape for a, c in zip(actor[:2], critic[:2], strict=True)):
+        return None
+    precision = resolved_precision("default")
+    flags = (
+        precision,
+        config.norm_adv,
+        ppo,
+        config.clip_vloss,
+        weights is not None,
+        rollout["actions"].dtype,
     )
-    empty = {name: tensor[:0] for name, tensor in rollout.items() if tensor is not None}
-    no_rows = torch.zeros(0, device=obs.device, dtype=torch.int64)
-    stats = torch.ones(3, device=obs.device)
+    key = ("loss", *padded_shape_key(obs, *(layer.weight for layer in actor)), *flags)
 
     def launch(candidate: LaunchSettings) -> None:
-        _launch_heads(
-            policy, config, empty, no_rows if ppo else None, 0, stats, obs.new_zeros(()), ppo, candidate
-        )
+        empty = {name: tensor[:0] for name, tensor in rollout.items() if tensor is not None}
+        no_rows = torch.zeros(0, device=obs.device, dtype=torch.int64) if ppo else None
+        stats = torch.ones(STATISTICS, device=obs.device)
+        _launch_heads(policy, config, empty, no_rows, 0, stats, obs.new_zeros(()), ppo, candidate)
 
     return probe_settings(key, launch_candidates(max(policy.hidden_sizes)), launch)
 
@@ -116,14 +122,19 @@ def minibatch_indices(
     return list(zip(indices, stats, strict=True))
 
 
+#: Floats of a minibatch's :func:`statistics` (the fourth pads each minibatch's to 16 bytes, so that
+#: every minibatch's view is aligned alike and the kernels compile once).
+STATISTICS = 4
+
+
 def statistics(advantages: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    """``(mean, std, total weight)`` of rows of ``advantages`` along the last axis, stacked along
-    a new last axis: what the kernels normalise advantages with and divide weighted sums by (the
-    total weight is :func:`warpsci.trainer.mean_denominator`'s; 1 where ``weights`` is None, and
-    unused)."""
+    """``(mean, std, total weight, 0)`` of rows of ``advantages`` along the last axis, stacked
+    along a new last axis: what the kernels normalise advantages with and divide weighted sums by
+    (the total weight is :func:`warpsci.trainer.mean_denominator`'s; 1 where ``weights`` is None,
+    and unused)."""
     mean, std = advantage_statistics(advantages, weights)
     total = torch.ones_like(mean) if weights is None else mean_denominator(weights)
-    return torch.stack([mean, std, total], dim=-1)
+    return torch.stack([mean, std, total, torch.zeros_like(mean)], dim=-1)
 
 
 def ppo_gradients(

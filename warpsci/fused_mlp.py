@@ -123,7 +123,7 @@ def chosen_settings(x, w1, w2, w3, precision: str) -> LaunchSettings | None:
                       w2, w2.new_zeros(w2.shape[0]), w3, precision, settings)  # fmt: skip
 
     candidates = launch_candidates(max(w1.shape[0], w2.shape[0]))
-    return probe_settings(padded_shape_key(x, w1, w2, w3), candidates, launch)
+    return probe_settings((*padded_shape_key(x, w1, w2, w3), precision), candidates, launch)
 
 
 def probe_settings(
@@ -214,7 +214,11 @@ def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) 
     if torch.compiler.is_compiling():
         # Traced: only settings an eager call has already chosen (the rollout's forward passes run
         # eagerly before the compiled update); the operator resolves "default" when it runs.
-        if _CHOSEN.get(padded_shape_key(rows, first.weight, second.weight, third.weight)) is None:
+        key = (
+            *padded_shape_key(rows, first.weight, second.weight, third.weight),
+            resolved_precision(precision or "default"),
+        )
+        if _CHOSEN.get(key) is None:
             return module(x)
         out = _fused_mlp_op(rows, *weights, precision or "default")
     else:
@@ -332,7 +336,7 @@ def actor_critic_pass(
         *actor, *critic, x.shape[1], w1.shape[0], w2.shape[0], w3.shape[0],
         *(tensors[name] for name in HEAD_TENSORS), *(float(options[name]) for name in SCALAR_OPTIONS),
         _padded(x.shape[1]), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
-        settings.backward_rows, resolved_precision(precision), index is not None,
+        _padded(1), settings.backward_rows, resolved_precision(precision), index is not None,
         bool(options["norm_adv"]), bool(options["ppo"]), bool(options["clip_vloss"]),
         "row_weights" in head_tensors,
         num_warps=settings.warps, num_stages=settings.backward_stages,

@@ -201,7 +201,7 @@ def backward(
     )  # fmt: skip
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["index", "rows", "adv_stats"])
 def actor_critic_backward(
     x, index, partial, rows, partial_width, critic_offset,
     a_w1, a_b1, a_w2, a_b2, a_w3, a_b3, c_w1, c_b1, c_w2, c_b2, c_w3, c_b3,
@@ -209,12 +209,15 @@ def actor_critic_backward(
     actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
     clip_coef, ratio_low, ratio_high, vf_coef, scale,
     IN_P: tl.constexpr, H1_P: tl.constexpr, H2_P: tl.constexpr, OUT_P: tl.constexpr,
-    BLOCK: tl.constexpr, PRECISION: tl.constexpr, GATHER: tl.constexpr,
+    CRITIC_OUT_P: tl.constexpr, BLOCK: tl.constexpr, PRECISION: tl.constexpr, GATHER: tl.constexpr,
     NORM_ADV: tl.constexpr, PPO: tl.constexpr, CLIP_VLOSS: tl.constexpr, WEIGHTED: tl.constexpr,
 ):  # fmt: skip
     """An actor's (categorical head) and a critic's (value head) weight gradients in one launch:
     ``program_id(1)`` 0 runs the actor, 1 the critic (both of widths ``n_in``, ``n_h1``, ``n_h2``),
-    so that the two networks' programs share the GPU instead of following each other. Each
+    so that the two networks' programs share the GPU instead of following each other (the
+    critic's output padded to ``CRITIC_OUT_P`` columns, the actor's to ``OUT_P``). The row count
+    and the pointers that differ between minibatches are not specialised on, so that one
+    compilation (the one the launch-settings probe loads) serves every minibatch. Each
     program's row of ``partial`` holds the actor's gradients and loss sums, then from
     ``critic_offset`` the critic's."""
     if tl.program_id(1) == 0:
@@ -232,7 +235,8 @@ def actor_critic_backward(
             partial_width, n_in, n_h1, n_h2, 1,
             actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
             clip_coef, ratio_low, ratio_high, vf_coef, scale, tl.program_id(0), tl.num_programs(0),
-            IN_P, H1_P, H2_P, OUT_P, BLOCK, PRECISION, "value", GATHER, NORM_ADV, PPO, CLIP_VLOSS, WEIGHTED,
+            IN_P, H1_P, H2_P, CRITIC_OUT_P, BLOCK, PRECISION, "value", GATHER, NORM_ADV, PPO, CLIP_VLOSS,
+            WEIGHTED,
         )  # fmt: skip
 
 
