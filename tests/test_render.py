@@ -38,11 +38,16 @@ def test_a_cartpole_run_renders_and_bad_outputs_are_refused(tmp_path, capsys):
     run_dir = tmp_path / "cartpole"
     assert main(["train", "CartPole-v1", "--total-steps", "64", "--run-dir", str(run_dir), *QUIET]) == 0
     output = tmp_path / "cartpole.gif"
+    capsys.readouterr()
     assert main(["render", str(run_dir), "--output", str(output)]) == 0
     assert frames_of(output) >= 2
-    capsys.readouterr()
+    progress = capsys.readouterr().err.splitlines()
+    assert progress[0].startswith("playing one CartPole-v1 episode of"), progress
+    assert progress[1].startswith("drawing ") and str(output) in progress[1], progress
+    # A bad output is refused in one line, before the episode is played.
     assert main(["render", str(run_dir), "--output", str(tmp_path / "movie.avi")]) == 2
-    assert "must end in .gif or .mp4" in capsys.readouterr().err
+    error = capsys.readouterr().err.strip()
+    assert "must end in .gif or .mp4" in error and len(error.splitlines()) == 1, error
 
 
 def test_every_builtin_environment_can_be_drawn_and_others_are_told_how():

@@ -314,7 +314,7 @@ def _eval_scripted(args: argparse.Namespace) -> int:
     if args.play:
         raise ValueError("--play chooses players of a trained run; it does not go with --policy")
     env_params = coerce("env_params", args.env_params, dict[str, Any]) if args.env_params else None
-    episode = play_scripted(args.policy, env_params, args.device or "cpu")
+    episode = play_scripted(args.policy, env_params, args.device or "cpu", progress=_say)
     summary: dict[str, Any] = {"env_id": ENV_ID, **episode.summary()}
     if args.output_dir:
         summary.update(write_episodes([episode], args.output_dir, f"covid_{args.policy}"))
@@ -451,13 +451,18 @@ def _report(result: Any) -> None:
     )
 
 
+def _say(message: str) -> None:
+    """A progress line on standard error (the results go to standard output)."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def command_render(args: argparse.Namespace) -> int:
     import warpsci  # noqa: F401  (registers the environments)
     from warpsci.render import render_run
 
     deterministic = True if args.greedy else (False if args.sample else None)
     output, episode = render_run(
-        args.run, args.output, seed=args.seed, fps=args.fps, deterministic=deterministic
+        args.run, args.output, seed=args.seed, fps=args.fps, deterministic=deterministic, progress=_say
     )
     if len(episode.returns) == 1:
         returns = f"return {next(iter(episode.returns.values())):.3g}"

@@ -168,12 +168,19 @@ def trained_actor(run: str | Path, device: str | torch.device = "cpu") -> Actor:
 
 
 def play_episode(
-    name: str, actor: Actor, env_params: dict[str, Any] | None = None, device: str | torch.device = "cpu"
+    name: str,
+    actor: Actor,
+    env_params: dict[str, Any] | None = None,
+    device: str | torch.device = "cpu",
+    progress: Callable[[str], None] | None = None,
 ) -> CovidEpisode:
-    """Play one episode of one environment with ``actor`` and record it day by day."""
+    """Play one episode of one environment with ``actor`` and record it day by day; ``progress`` is
+    told what is being played once the environment's parameters are checked."""
     from warpsci.registry import make
 
     env = make(ENV_ID, num_envs=1, device=device, params=env_params or None)
+    if progress is not None:
+        progress(f"playing one {ENV_ID} episode ({env.max_episode_steps} days) with the {name} policy ...")
     observations, _ = env.reset(seed=0)
     data, params = env.params.data, env.params
     n = data.num_states
@@ -205,11 +212,15 @@ def play_episode(
 
 
 def play_scripted(
-    policy: str, env_params: dict[str, Any] | None = None, device: str | torch.device = "cpu"
+    policy: str,
+    env_params: dict[str, Any] | None = None,
+    device: str | torch.device = "cpu",
+    progress: Callable[[str], None] | None = None,
 ) -> CovidEpisode:
     """One of the tutorial's five runs (``SCRIPTED_POLICIES``), in the tutorial's setting unless
-    ``env_params`` say otherwise."""
-    return play_episode(policy, scripted_actor(policy), scripted_params(policy, env_params), device)
+    ``env_params`` say otherwise (``progress``: as :func:`play_episode`'s)."""
+    actor, params = scripted_actor(policy), scripted_params(policy, env_params)
+    return play_episode(policy, actor, params, device, progress)
 
 
 def plot_episodes(episodes: list[CovidEpisode], path: str | Path) -> None:

@@ -16,6 +16,7 @@ counter is drawn for it. The built-in environments' drawing functions live in ``
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,16 @@ class Episode:
     returns: dict[str, float]
 
 
-def play_episode(run: str | Path, seed: int = 0, deterministic: bool | None = None) -> Episode:
+def play_episode(
+    run: str | Path,
+    seed: int = 0,
+    deterministic: bool | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Episode:
     """One episode of ``run``'s environment on the CPU with its trained policies; ``deterministic``
-    defaults to greedy actions for one group and sampled ones for several."""
+    defaults to greedy actions for one group and sampled ones for several. ``progress`` is told
+    what is being played once the run and its environment are checked (before the seconds of
+    playing)."""
     from warpsci.drawings import drawing_for
     from warpsci.policy_api import load_policy
     from warpsci.registry import make
@@ -48,6 +56,8 @@ def play_episode(run: str | Path, seed: int = 0, deterministic: bool | None = No
     groups = list(getattr(env, "groups", ()))
     if deterministic is None:
         deterministic = len(groups) < 2
+    if progress is not None:
+        progress(f"playing one {config.env_id} episode of {run} ...")
     generator = torch.Generator().manual_seed(seed)
     obs, _ = env.reset(seed=seed)
     frames = [_snapshot(env)]
@@ -84,12 +94,7 @@ def animate(episode: Episode, output: str | Path, fps: int = 20) -> Path:
     plt = pyplot("warpsci render")
     from matplotlib import animation
 
-    output = Path(output)
-    suffix = output.suffix.lower()
-    if suffix not in (".gif", ".mp4"):
-        raise ValueError(f"--output must end in .gif or .mp4, got {str(output)!r}")
-    if suffix == ".mp4" and not animation.writers.is_available("ffmpeg"):
-        raise ValueError("writing .mp4 needs ffmpeg, which is not installed; write a .gif instead")
+    output = checked_output(output)
     draw = drawing_for(episode.definition)
     figure, ax = plt.subplots(figsize=(5, 5))
 
@@ -99,16 +104,45 @@ def animate(episode: Episode, output: str | Path, fps: int = 20) -> Path:
         ax.set_title(f"{episode.definition.name}   step {index}")
 
     movie = animation.FuncAnimation(figure, frame, frames=len(episode.frames), interval=1000 / fps)
-    writer = animation.PillowWriter(fps=fps) if suffix == ".gif" else animation.FFMpegWriter(fps=fps)
+    writer = (
+        animation.PillowWriter(fps=fps)
+        if output.suffix.lower() == ".gif"
+        else animation.FFMpegWriter(fps=fps)
+    )
     output.parent.mkdir(parents=True, exist_ok=True)
     movie.save(str(output), writer=writer)
     plt.close(figure)
     return output
 
 
+def checked_output(output: str | Path) -> Path:
+    """``output`` as a path, refused unless it ends in ``.gif``, or in ``.mp4`` with ffmpeg there."""
+    from matplotlib import animation
+
+    output = Path(output)
+    suffix = output.suffix.lower()
+    if suffix not in (".gif", ".mp4"):
+        raise ValueError(f"--output must end in .gif or .mp4, got {str(output)!r}")
+    if suffix == ".mp4" and not animation.writers.is_available("ffmpeg"):
+        raise ValueError("writing .mp4 needs ffmpeg, which is not installed; write a .gif instead")
+    return output
+
+
 def render_run(
-    run: str | Path, output: str | Path, seed: int = 0, fps: int = 20, deterministic: bool | None = None
+    run: str | Path,
+    output: str | Path,
+    seed: int = 0,
+    fps: int = 20,
+    deterministic: bool | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[Path, Episode]:
-    """Play one episode of ``run`` and write its animation to ``output``."""
-    episode = play_episode(run, seed=seed, deterministic=deterministic)
+    """Play one episode of ``run`` and write its animation to ``output``; ``output`` is checked
+    before playing, ``progress`` told what is being done once the inputs are checked."""
+    from warpsci.plots import pyplot
+
+    pyplot("warpsci render")  # refuses a missing matplotlib in one line, before playing
+    output = checked_output(output)
+    episode = play_episode(run, seed=seed, deterministic=deterministic, progress=progress)
+    if progress is not None:
+        progress(f"drawing {len(episode.frames)} frames into {output} ...")
     return animate(episode, output, fps=fps), episode
