@@ -259,8 +259,9 @@ def test_a_fresh_run_never_overwrites_a_run(tmp_path, capsys):
     before = (run_dir / "progress.csv").read_text()
     capsys.readouterr()
     assert main(argv) == 2
-    error = capsys.readouterr().err
+    error = capsys.readouterr().err.strip()
     assert "already holds a run (checkpoint.pt)" in error and f"--resume {run_dir}" in error
+    assert len(error.splitlines()) == 1, error  # refused before the training line is printed
     assert (run_dir / "progress.csv").read_text() == before
 
 

@@ -153,6 +153,7 @@ def _train_and_report(args: argparse.Namespace, trainer: Any, run_dir: Path) -> 
             f"{rounded:,} steps ({config.total_timesteps:,} rounded down to whole rollouts of "
             f"{config.batch_size:,})"
         )
+    trainer.check_run_folder()  # a refusal before the training line: one line, not two
     where = f"{trainer.device}" if not processes.active else f"{processes.world_size} processes"
     print(
         f"training {config.env_id} with {config.algo.upper()} on {where} with "

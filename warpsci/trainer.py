@@ -456,19 +456,26 @@ class OnPolicyTrainer:
         guard: contextlib.AbstractContextManager = contextlib.nullcontext()
         if self.run_dir is not None:
             # Every process checks the folder before rank 0 writes to it.
-            if self.run_dir.exists() and not self.run_dir.is_dir():
-                raise RunFolderError(f"run folder {str(self.run_dir)!r} is a file; give a folder path")
-            found = holds_run(self.run_dir)
-            if found is not None and self.resumed_from is None and self.iteration == 0:
-                raise RunFolderError(
-                    f"run folder {str(self.run_dir)!r} already holds a run ({found}): continue it with "
-                    f"--resume {self.run_dir}, or choose a new --run-dir (or delete the folder)"
-                )
+            self.check_run_folder()
             self.processes.barrier()
             if self.writes:
                 guard = RunLock(self.run_dir)
         with guard, StopSignals() as stop:
             return self._train_loop(on_iteration, progress_bar, stop)
+
+    def check_run_folder(self) -> None:
+        """Raise RunFolderError where :meth:`train` would refuse the run folder: a file, or, for a
+        fresh run, a folder that holds a run already."""
+        if self.run_dir is None:
+            return
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise RunFolderError(f"run folder {str(self.run_dir)!r} is a file; give a folder path")
+        found = holds_run(self.run_dir)
+        if found is not None and self.resumed_from is None and self.iteration == 0:
+            raise RunFolderError(
+                f"run folder {str(self.run_dir)!r} already holds a run ({found}): continue it with "
+                f"--resume {self.run_dir}, or choose a new --run-dir (or delete the folder)"
+            )
 
     def _train_loop(
         self,
