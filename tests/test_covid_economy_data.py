@@ -67,6 +67,10 @@ def test_unscaled_weights_equal_the_files():
         (dict(start_date="2021-05-01"), "start_date must lie in"),
         (dict(start_date="2020-3-xx"), "start_date must be a date string"),
         (dict(vaccine_delivery_start_date="2020-03-22"), "vaccine_delivery_start_date must be after"),
+        (
+            dict(start_date="2021-04-01"),
+            r"'2021-01-12' \(the default\): set a later vaccine_delivery_start_date",
+        ),
         (dict(use_real_world_data=True), "needs use_real_world_policies"),
         (dict(use_real_world_policies=True, episode_length=438), "episode_length must be <= 437"),
         (dict(economic_reward_crra_eta=1.0), "economic_reward_crra_eta"),

@@ -437,9 +437,13 @@ class CovidEconomyParams:
             )
         t_vac = (vaccine_start - start).days
         if t_vac <= 0:
+            default = self.vaccine_delivery_start_date == _field_default(
+                type(self), "vaccine_delivery_start_date"
+            )
             raise ValueError(
                 f"vaccine_delivery_start_date must be after start_date {self.start_date}, "
                 f"got {self.vaccine_delivery_start_date!r}"
+                + (" (the default): set a later vaccine_delivery_start_date too" if default else "")
             )
         if self.use_real_world_policies and self.episode_length > data.num_rows - s0:
             raise ValueError(
@@ -545,3 +549,8 @@ def real_subsidy_levels(params: CovidEconomyParams) -> np.ndarray:
         if amount > 0 and unit > 0:
             levels[t : t + params.subsidy_interval] += int(round(amount / unit))
     return levels
+
+
+def _field_default(cls: type, name: str) -> object:
+    """The default of the dataclass field ``name`` of ``cls``."""
+    return next(field.default for field in dataclasses.fields(cls) if field.name == name)
