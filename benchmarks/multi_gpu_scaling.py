@@ -62,13 +62,13 @@ def run_case(
     started = time.perf_counter()
     try:
         completed = subprocess.run(
-            command, capture_output=True, text=True, env={**os.environ, **NO_MULTICAST}, timeout=240
+            command, capture_output=True, text=True, env={**os.environ, **NO_MULTICAST}, timeout=120
         )
     except subprocess.TimeoutExpired as expired:
         stderr = (
             expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
         )
-        return {"case": name, "gpus": gpus, "error": f"no exit within 240 s: {(stderr or '')[-1500:]}"}
+        return {"case": name, "gpus": gpus, "error": f"no exit within 120 s: {(stderr or '')[-1500:]}"}
     row = {"case": name, "gpus": gpus, "envs_per_gpu": per_gpu, "wall_s": time.perf_counter() - started}
     if completed.returncode != 0:
         row["error"] = completed.stderr[-1500:]
