@@ -228,6 +228,7 @@ def loss_gradients_equal_autograd(
     from warpsci import fused_loss
     from warpsci.a2c import a2c_losses
     from warpsci.config import TrainConfig
+    from warpsci.distributed import contiguous_span
     from warpsci.ppo import ppo_losses
 
     torch.set_float32_matmul_precision("highest")
@@ -312,6 +313,8 @@ def loss_gradients_equal_autograd(
         policy.fused = True
         result = run_fused(rollout)
         assert sorted(result) == sorted(expected), label
+        # Both networks' gradients back to back in one buffer: averaged over GPUs in place.
+        assert contiguous_span([parameter.grad for parameter in parameters]) is not None, label
         for name, value in expected.items():
             close = torch.allclose(result[name], value, rtol=1e-5, atol=1e-6)
             assert close, (label, name, result[name], value)

@@ -20,7 +20,7 @@ import torch
 import yaml
 from fresh_interpreter import REPO_ROOT
 
-from warpsci.distributed import DistributedError, Processes, timeout_s
+from warpsci.distributed import DistributedError, Processes, contiguous_span, timeout_s
 from warpsci.run_log import read_progress
 
 QUIET = ["--device", "cpu", "--no-progress"]
@@ -68,6 +68,22 @@ def test_share_seed_and_device_per_rank():
     assert Processes().device("cuda") == "cuda" and not Processes().active
     with pytest.raises(DistributedError, match="num_envs 7 does not split over 2 processes"):
         one.share(7, "num_envs")
+
+
+def test_gradients_back_to_back_in_one_buffer_are_one_span():
+    buffer = torch.arange(12.0)
+    first, second, third = buffer[:6].view(2, 3), buffer[6:8], buffer[8:12].view(2, 2)
+    span = contiguous_span([first, second, third])
+    assert span is not None and torch.equal(span, buffer)
+    assert span.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr()
+    inner = contiguous_span([buffer[2:4], buffer[4:9]])
+    assert inner is not None and torch.equal(inner, buffer[2:9])
+    # A gap, another order, another buffer, a strided view or another dtype: no span.
+    assert contiguous_span([buffer[:4], buffer[5:8]]) is None
+    assert contiguous_span([second, first]) is None
+    assert contiguous_span([first, torch.arange(2.0)]) is None
+    assert contiguous_span([buffer.view(3, 4)[:, 0]]) is None
+    assert contiguous_span([buffer[:2], buffer.view(torch.int32)[2:4]]) is None
 
 
 def test_timeout_is_read_from_the_environment(monkeypatch):
@@ -174,6 +190,20 @@ def test_weights_that_differ_by_one_bit_are_caught():
     assert lines == [
         "rank=0 in_sync_before=True in_sync_after=False",
         "rank=1 in_sync_before=True in_sync_after=False",
+    ]
+
+
+def test_gradients_are_averaged_in_their_buffer_or_gathered_and_copied_back():
+    completed = run(torchrun(str(WORKER), "average"), timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    reports = sorted(
+        re.findall(r"rank=\d span=\[[^\]]*\] separate=\[[^\]]*\] aliased=\w+ in_place=\w+", completed.stdout)
+    )
+    # Rank r's buffer is arange(7) * (r + 1): the mean is arange(7) * 1.5; the separate gradients
+    # are 10 r + i: the means 5 and 6.
+    span = [round(1.5 * value, 3) for value in range(7)]
+    assert reports == [
+        f"rank={rank} span={span} separate=[5.0, 5.0, 6.0, 6.0] aliased=True in_place=True" for rank in (0, 1)
     ]
 
 

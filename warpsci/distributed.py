@@ -90,17 +90,26 @@ class Processes:
     def average_(self, tensor: torch.Tensor) -> torch.Tensor:
         """Average ``tensor`` over the processes, in place; returns it."""
         if self.active:
-            dist.all_reduce(tensor)
-            tensor /= self.world_size
+            if dist.get_backend() == "nccl":
+                dist.all_reduce(tensor, op=dist.ReduceOp.AVG)  # one kernel; gloo has no AVG
+            else:
+                dist.all_reduce(tensor)
+                tensor /= self.world_size
         return tensor
 
     def average_gradients(self, parameters: Iterable[torch.nn.Parameter]) -> None:
-        """Average the gradients of ``parameters`` over the processes with one all-reduce of a
-        flat buffer (parameters without a gradient are skipped: the same ones on every rank)."""
+        """Average the gradients of ``parameters`` over the processes with one all-reduce
+        (parameters without a gradient are skipped: the same ones on every rank). Gradients that
+        lie back to back in one buffer (the fused loss's) are averaged where they are; others are
+        gathered into a flat buffer and copied back."""
         if not self.active:
             return
         grads = [parameter.grad for parameter in parameters if parameter.grad is not None]
         if not grads:
+            return
+        span = contiguous_span(grads)
+        if span is not None:
+            self.average_(span)
             return
         flat = torch.cat([grad.reshape(-1) for grad in grads])
         self.average_(flat)
@@ -151,6 +160,21 @@ class Processes:
 
 SINGLE = Processes()
 _current = SINGLE
+
+
+def contiguous_span(tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """A 1-D view of exactly the elements of ``tensors`` where they lie back to back, in order, in
+    one buffer (each contiguous, of one dtype and device), or None where they do not."""
+    first = tensors[0]
+    offset = first.storage_offset()
+    for tensor in tensors:
+        same_buffer = tensor.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+        if not (same_buffer and tensor.dtype == first.dtype and tensor.is_contiguous()):
+            return None
+        if tensor.storage_offset() != offset:
+            return None
+        offset += tensor.numel()
+    return first.as_strided((offset - first.storage_offset(),), (1,))
 
 
 def launched() -> bool:

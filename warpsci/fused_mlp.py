@@ -326,13 +326,16 @@ def actor_critic_pass(
     names, :data:`HEAD_TENSORS`; ``row_weights`` only where rows are weighted) and
     ``head_options`` (:data:`HEAD_OPTIONS`) are the loss's arguments."""
     programs = max(1, min(triton_cdiv(rows, settings.backward_rows), _program_count(x.device, settings)))
-    actor_width, critic_width = (_parameter_count(*net[0:6:2]) + LOSS_PARTS for net in (actor, critic))
-    partial = torch.empty((programs, actor_width + critic_width), device=x.device, dtype=torch.float32)
+    # A program's row: the actor's gradients, the critic's, then the loss sums of each.
+    actor_width, critic_width = (_parameter_count(*net[0:6:2]) for net in (actor, critic))
+    grads_width = actor_width + critic_width
+    partial = torch.empty((programs, grads_width + 2 * LOSS_PARTS), device=x.device, dtype=torch.float32)
     tensors = dict.fromkeys(HEAD_TENSORS, partial) | head_tensors
     options = HEAD_OPTIONS | head_options
     w1, _, w2, _, w3, _ = actor
     _kernels().actor_critic_backward[(programs, 2)](
         x, partial if index is None else index, partial, rows, partial.shape[1], actor_width,
+        grads_width, grads_width + LOSS_PARTS,
         *actor, *critic, x.shape[1], w1.shape[0], w2.shape[0], w3.shape[0],
         *(tensors[name] for name in HEAD_TENSORS), *(float(options[name]) for name in SCALAR_OPTIONS),
         _padded(x.shape[1]), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
@@ -342,8 +345,9 @@ def actor_critic_pass(
         num_warps=settings.warps, num_stages=settings.backward_stages,
     )  # fmt: skip
     total = partial.sum(dim=0)
-    sizes = (actor_width - LOSS_PARTS, LOSS_PARTS, critic_width - LOSS_PARTS, LOSS_PARTS)
-    actor_flat, actor_parts, critic_flat, critic_parts = total.split(sizes)
+    actor_flat, critic_flat, actor_parts, critic_parts = total.split(
+        (actor_width, critic_width, LOSS_PARTS, LOSS_PARTS)
+    )
     return (actor_flat, actor_parts), (critic_flat, critic_parts)
 
 

@@ -192,9 +192,12 @@ def backward(
     BLOCK: tl.constexpr, PRECISION: tl.constexpr, HEAD: tl.constexpr, GATHER: tl.constexpr,
     NORM_ADV: tl.constexpr, PPO: tl.constexpr, CLIP_VLOSS: tl.constexpr, WEIGHTED: tl.constexpr,
 ):  # fmt: skip
-    """One network's weight gradients (:func:`network_grads`), one program per ``program_id(0)``."""
+    """One network's weight gradients (:func:`network_grads`), one program per ``program_id(0)``;
+    the loss's parts, if any, follow the gradients in each program's row of ``partial``."""
+    parameter_count = n_h1 * n_in + n_h1 + n_h2 * n_h1 + n_h2 + n_out * n_h2 + n_out
     network_grads(
-        x, index, grad_out, w1, b1, w2, b2, w3, b3, partial, rows, partial_width, n_in, n_h1, n_h2, n_out,
+        x, index, grad_out, w1, b1, w2, b2, w3, b3, partial, partial + parameter_count, rows, partial_width,
+        n_in, n_h1, n_h2, n_out,
         actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
         clip_coef, ratio_low, ratio_high, vf_coef, scale, tl.program_id(0), tl.num_programs(0),
         IN_P, H1_P, H2_P, OUT_P, BLOCK, PRECISION, HEAD, GATHER, NORM_ADV, PPO, CLIP_VLOSS, WEIGHTED,
@@ -203,7 +206,7 @@ def backward(
 
 @triton.jit(do_not_specialize=["index", "rows", "adv_stats"])
 def actor_critic_backward(
-    x, index, partial, rows, partial_width, critic_offset,
+    x, index, partial, rows, partial_width, critic_offset, actor_parts, critic_parts,
     a_w1, a_b1, a_w2, a_b2, a_w3, a_b3, c_w1, c_b1, c_w2, c_b2, c_w3, c_b3,
     n_in, n_h1, n_h2, n_actions,
     actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
@@ -218,12 +221,13 @@ def actor_critic_backward(
     critic's output padded to ``CRITIC_OUT_P`` columns, the actor's to ``OUT_P``). The row count
     and the pointers that differ between minibatches are not specialised on, so that one
     compilation (the one the launch-settings probe loads) serves every minibatch. Each
-    program's row of ``partial`` holds the actor's gradients and loss sums, then from
-    ``critic_offset`` the critic's."""
+    program's row of ``partial`` holds the actor's gradients, from ``critic_offset`` the
+    critic's, and from ``actor_parts`` and ``critic_parts`` their loss sums: the two
+    networks' gradients lie back to back, so that averaging them over GPUs is one all-reduce."""
     if tl.program_id(1) == 0:
         network_grads(
-            x, index, partial, a_w1, a_b1, a_w2, a_b2, a_w3, a_b3, partial, rows, partial_width,
-            n_in, n_h1, n_h2, n_actions,
+            x, index, partial, a_w1, a_b1, a_w2, a_b2, a_w3, a_b3, partial, partial + actor_parts, rows,
+            partial_width, n_in, n_h1, n_h2, n_actions,
             actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
             clip_coef, ratio_low, ratio_high, vf_coef, scale, tl.program_id(0), tl.num_programs(0),
             IN_P, H1_P, H2_P, OUT_P, BLOCK, PRECISION, "categorical", GATHER, NORM_ADV, PPO, CLIP_VLOSS,
@@ -231,8 +235,8 @@ def actor_critic_backward(
         )  # fmt: skip
     else:
         network_grads(
-            x, index, partial, c_w1, c_b1, c_w2, c_b2, c_w3, c_b3, partial + critic_offset, rows,
-            partial_width, n_in, n_h1, n_h2, 1,
+            x, index, partial, c_w1, c_b1, c_w2, c_b2, c_w3, c_b3, partial + critic_offset,
+            partial + critic_parts, rows, partial_width, n_in, n_h1, n_h2, 1,
             actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
             clip_coef, ratio_low, ratio_high, vf_coef, scale, tl.program_id(0), tl.num_programs(0),
             IN_P, H1_P, H2_P, CRITIC_OUT_P, BLOCK, PRECISION, "value", GATHER, NORM_ADV, PPO, CLIP_VLOSS,
@@ -242,7 +246,7 @@ def actor_critic_backward(
 
 @triton.jit
 def network_grads(
-    x, index, grad_out, w1, b1, w2, b2, w3, b3, partial, rows, partial_width,
+    x, index, grad_out, w1, b1, w2, b2, w3, b3, partial, parts, rows, partial_width,
     n_in, n_h1, n_h2, n_out,
     actions, old_log_probs, advantages, adv_stats, ent_coef, returns, old_values, row_weights,
     clip_coef, ratio_low, ratio_high, vf_coef, scale, program, programs,
@@ -258,9 +262,10 @@ def network_grads(
     :func:`value_head`); ``PPO`` selects PPO's clipped policy loss over A2C's. The loss's means
     are over the rows, or with ``WEIGHTED`` weighted by ``row_weights`` (agents in the game), whose
     total is ``adv_stats[2]``; ``adv_stats[:2]`` are the advantages' mean and standard deviation
-    (``NORM_ADV``). The rows' sums of the loss's parts follow the gradients in each program's row
-    of ``partial``; this is program ``program`` of ``programs``, each looping over tiles of
-    ``BLOCK`` rows. Arguments a head does not use may be any tensor."""
+    (``NORM_ADV``). The rows' sums of the loss's parts (``fused_mlp.LOSS_PARTS`` floats) go to
+    ``parts``, a row of ``partial_width`` further per program, as the gradients; this is program
+    ``program`` of ``programs``, each looping over tiles of ``BLOCK`` rows.
+    Arguments a head does not use may be any tensor."""
     w1_t = load_transposed(w1, n_in, n_h1, IN_P, H1_P)
     w2_t = load_transposed(w2, n_h1, n_h2, H1_P, H2_P)
     w2_n = load_weight(w2, n_h1, n_h2, H1_P, H2_P)
@@ -383,8 +388,8 @@ def network_grads(
     base += n_out * n_h2
     tl.store(base + o, g_b3, mask=o < n_out)
     if HEAD != "given":
-        # The loss's parts after the gradients, in the same row: one sum adds up both.
-        base += n_out
+        # The loss's parts in the same row as the gradients: one sum adds up both.
+        base = parts + program * partial_width
         tl.store(base, tl.sum(sum0, axis=0))
         tl.store(base + 1, tl.sum(sum1, axis=0))
         tl.store(base + 2, tl.sum(sum2, axis=0))
