@@ -1,8 +1,8 @@
 """Weak scaling over the GPUs of one host (issue 15): end-to-end steps/s of ``torchrun
 --nproc-per-node K -m warpsci train`` with the same environments per GPU, K = 1 and K = all.
 
-Run on a host with CUDA GPUs:  python benchmarks/multi_gpu_scaling.py OUT_DIR [K ...]
-(default: 1 and every GPU). Prints a table and writes multi_gpu_scaling.json; efficiency =
+Run on a host with CUDA GPUs:  python benchmarks/multi_gpu_scaling.py OUT_DIR [K ...] [--only TEXT]
+(default: 1 and every GPU; every case). Prints a table and writes multi_gpu_scaling.json; efficiency =
 rate on K / (K x rate on 1), with the one-GPU baseline measured on the same host. NVLink
 multicast stays off (NCCL_NVLS_ENABLE=0 and the PyTorch and NVSHMEM equivalents). Rates are the
 median ``charts/SPS_iteration`` of the iterations after three warm-ups, read from rank 0's
@@ -11,6 +11,7 @@ progress.csv.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -29,9 +30,16 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 #: name, environment, environments per GPU, iterations, extra flags.
 CASES = [
     (
-        "CartPole-v1 PPO 64x64, 128-step rollouts",
+        "CartPole-v1 PPO 64x64, 128-step rollouts, 8,192 environments per GPU",
         "CartPole-v1",
         8192,
+        12,
+        ["--num-steps", "128"],
+    ),
+    (
+        "CartPole-v1 PPO 64x64, 128-step rollouts, 65,536 environments per GPU",
+        "CartPole-v1",
+        65536,
         12,
         ["--num-steps", "128"],
     ),
@@ -53,7 +61,7 @@ CASES = [
 def run_case(
     out: Path, name: str, env_id: str, per_gpu: int, iterations: int, flags: list, gpus: int
 ) -> dict:
-    run_dir = out / f"{env_id}_{gpus}gpu"
+    run_dir = out / f"{env_id}_{per_gpu}_{gpus}gpu"
     steps = 128 if env_id == "CartPole-v1" else 100
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus)]
     command += ["-m", "warpsci", "train", env_id, "--device", "cuda", "--run-dir", str(run_dir)]
@@ -83,11 +91,11 @@ def run_case(
     return row
 
 
-def main(out_dir: str, counts: list[int]) -> None:
+def main(out_dir: str, counts: list[int], only: str = "") -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for case in CASES:
+    for case in (case for case in CASES if only in case[0]):
         for gpus in counts:
             rows.append(run_case(out, *case, gpus))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "error"}), flush=True)
@@ -108,5 +116,11 @@ def main(out_dir: str, counts: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    given = [int(k) for k in sys.argv[2:]]
-    main(sys.argv[1], given or sorted({1, torch.cuda.device_count()}))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("out_dir")
+    parser.add_argument("counts", nargs="*", type=int, help="GPU counts (default: 1 and every GPU)")
+    parser.add_argument("--only", default="", help="only the cases whose name holds this text")
+    args = parser.parse_args()
+    main(args.out_dir, args.counts or sorted({1, torch.cuda.device_count()}), args.only)

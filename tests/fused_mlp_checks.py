@@ -213,13 +213,18 @@ def compiled_loss_keeps_the_kernels() -> None:
 
 
 def loss_gradients_equal_autograd(
-    device: str = "cpu", total: int = 300, minibatch: int = 137, hidden: tuple[int, int] = (24, 40)
+    device: str = "cpu",
+    total: int = 300,
+    minibatch: int = 137,
+    hidden: tuple[int, int] = (24, 40),
+    every_option: bool = True,
 ) -> None:
     """:mod:`warpsci.fused_loss`'s gradients and logged losses equal :func:`warpsci.ppo.ppo_losses`
     and :func:`warpsci.a2c.a2c_losses` differentiated by autograd (float32 products both): with
     and without advantage normalisation, value clipping and row weights (a quarter of the rows out
     of the game), PPO on a minibatch gathered by index that leaves a partial tile, with ratios and
-    value changes on both sides of the clip range; A2C on the whole rollout."""
+    value changes on both sides of the clip range; A2C on the whole rollout. ``every_option``
+    False: only the defaults (normalised advantages, clipped values), with and without weights."""
     import copy
     import dataclasses
     import functools
@@ -339,7 +344,8 @@ def loss_gradients_equal_autograd(
         launch = fused_loss.settings(policy, config, named, None, ppo=False)
         return fused_loss.a2c_gradients(policy, config, named, ent_coef, launch)
 
-    for norm_adv, clip_vloss, weights in itertools.product((True, False), (True, False), (None, row_weights)):
+    options = ((True, False), (True, False)) if every_option else ((True,), (True,))
+    for norm_adv, clip_vloss, weights in itertools.product(*options, (None, row_weights)):
         config = dataclasses.replace(TrainConfig(), norm_adv=norm_adv, clip_vloss=clip_vloss, vf_coef=0.7)
         label = (norm_adv, clip_vloss, weights is not None)
         [(rows, stats)] = fused_loss.minibatch_indices(advantages, weights, index, index.numel(), norm_adv)

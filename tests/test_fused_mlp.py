@@ -77,10 +77,13 @@ def test_compiled_kernels_on_the_gpu(n_in, hidden, n_out):
 def test_loss_inside_the_kernels_on_the_gpu(hidden):
     """The compiled loss heads of ``warpsci.fused_loss`` against autograd, float32 products, on a
     minibatch of more rows than the programs' first tiles hold (each program loops), at widths of
-    each launch-setting class."""
+    each launch-setting class: every loss option at one width, the defaults at the others (each
+    option is a compilation of its own)."""
     previous = torch.get_float32_matmul_precision()
     try:
-        fused_mlp_checks.loss_gradients_equal_autograd("cuda", total=60000, minibatch=20011, hidden=hidden)
+        fused_mlp_checks.loss_gradients_equal_autograd(
+            "cuda", total=60000, minibatch=20011, hidden=hidden, every_option=hidden == (24, 40)
+        )
     finally:
         torch.set_float32_matmul_precision(previous)
 
