@@ -116,7 +116,14 @@ def scatter_positions(run: HostKernelRunner, rng: np.random.Generator) -> None:
 
 @pytest.mark.parametrize(
     ("taggers", "runners", "k", "length"),
-    [(3, 57, 5, 10.0), (10, 190, 10, 20.0), (2, 10, 11, 5.0), (1, 40, 1, 7.0), (10, 2090, 10, 20.0)],
+    [
+        (3, 57, 5, 10.0),
+        (10, 190, 10, 20.0),
+        (2, 10, 11, 5.0),
+        (1, 40, 1, 7.0),
+        (10, 2090, 10, 20.0),
+        (4, 296, 32, 20.0),
+    ],  # the last: the whole thread-local list (MAX_NEAREST)
 )
 def test_grid_search_equals_brute_force(taggers, runners, k, length):
     run = runner(8, num_taggers=taggers, num_runners=runners, num_other_agents_observed=k, grid_length=length)
@@ -214,6 +221,14 @@ def test_auto_search_uses_the_grid_for_wide_games_only():
                                          use_full_observation=False))  # fmt: skip
     with pytest.raises(ValueError, match="neighbour_search must be 'auto', 'grid' or 'scan', got 'kd'"):
         TagContinuousParams(neighbour_search="kd")
+    # The grid's working list holds MAX_NEAREST: beyond it "auto" scans and "grid" is refused.
+    from warpsci.envs.tag_continuous import MAX_NEAREST
+
+    many = {"num_taggers": 10, "num_runners": 990, "use_full_observation": False}
+    assert uses_grid(TagContinuousParams(**many, num_other_agents_observed=MAX_NEAREST))
+    assert not uses_grid(TagContinuousParams(**many, num_other_agents_observed=MAX_NEAREST + 1))
+    with pytest.raises(ValueError, match=f"keeps at most {MAX_NEAREST} nearest others.*use 'scan' or 'auto'"):
+        TagContinuousParams(**many, num_other_agents_observed=MAX_NEAREST + 1, neighbour_search="grid")
 
 
 def test_grid_and_scan_games_play_alike():

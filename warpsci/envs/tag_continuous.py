@@ -37,8 +37,10 @@ cell's run starts; each agent files itself into its cell's run; each run is sort
 copies the grid of the start positions, computed once on the host. The search
 (``observe_nearest``) grows a square of cells until it holds k others, bounds the k-th nearest
 distance by theirs, and keeps the k nearest (distance, id) of the cells within that bound in one
-pass (an insertion-sorted list of k): exactly the brute force's choice and order
-(``observe_nearest_by_scan``, k passes over all ``N``), from one pass over a few ``k`` agents.
+pass (an insertion-sorted list of k, in the observer's thread-local memory,
+:mod:`warpsci.local_arrays`; so the grid holds k <= :data:`MAX_NEAREST`): exactly the brute
+force's choice and order (``observe_nearest_by_scan``, k passes over all ``N``), from one pass over
+a few ``k`` agents.
 
 Set-up, as the reference's section 9.1: ``np.random.RandomState(seed)`` draws the tagger ids
 (``choice(N, n_t, replace=False)``), then unless given the start ``x`` (``L * rand(N)``), the start
@@ -68,6 +70,7 @@ from warpsci.environment import (
     agent_function,
 )
 from warpsci.envs.param_checks import check_int
+from warpsci.local_arrays import local_array
 
 TWO_PI = np.float32(2.0 * np.pi)
 #: The reference's guard against a zero ``max_speed`` in the speed features.
@@ -81,6 +84,10 @@ MAX_GRID_CELLS_PER_SIDE = 32
 #: ``neighbour_search="auto"`` uses the grid from this many agents on.
 GRID_MIN_AGENTS = 256
 MAX_GRID_CELLS = MAX_GRID_CELLS_PER_SIDE * MAX_GRID_CELLS_PER_SIDE
+#: The most others (k) the grid search keeps: the length of its thread-local working list.
+MAX_NEAREST = 32
+_new_nearest_gaps = local_array(MAX_NEAREST, np.float32)
+_new_nearest_ids = local_array(MAX_NEAREST, np.int32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +124,8 @@ class TagContinuousParams:
     runner_exits_game_after_tagged: bool = True  #: tagged runners leave the game
     #: How partial observations find the k nearest (warpsci's choice, not the reference's; every
     #: choice gives the same observations): ``"grid"`` (a neighbour grid rebuilt every step),
-    #: ``"scan"`` (every agent, k passes), ``"auto"`` (the grid from GRID_MIN_AGENTS agents on).
+    #: ``"scan"`` (every agent, k passes), ``"auto"`` (the grid from GRID_MIN_AGENTS agents on,
+    #: for k up to MAX_NEAREST).
     neighbour_search: str = "auto"
 
     def __post_init__(self) -> None:
@@ -164,6 +172,11 @@ class TagContinuousParams:
         if self.neighbour_search not in ("auto", "grid", "scan"):
             raise ValueError(
                 f"neighbour_search must be 'auto', 'grid' or 'scan', got {self.neighbour_search!r}"
+            )
+        if self.neighbour_search == "grid" and self.num_other_agents_observed > MAX_NEAREST:
+            raise ValueError(
+                f"neighbour_search='grid' keeps at most {MAX_NEAREST} nearest others, got "
+                f"num_other_agents_observed={self.num_other_agents_observed}: use 'scan' or 'auto'"
             )
         if self.seed is None:
             object.__setattr__(self, "seed", int(np.random.SeedSequence().generate_state(1)[0]))
@@ -271,7 +284,9 @@ def uses_grid(params: TagContinuousParams) -> bool:
     1,000 the grid, 134K against 29K)."""
     if params.use_full_observation or params.neighbour_search == "scan":
         return False
-    return params.neighbour_search == "grid" or params.num_agents >= GRID_MIN_AGENTS
+    if params.neighbour_search == "grid":
+        return True
+    return params.num_agents >= GRID_MIN_AGENTS and params.num_other_agents_observed <= MAX_NEAREST
 
 
 def grid_cells_per_side(params: TagContinuousParams) -> int:
@@ -614,11 +629,11 @@ def count_in_cells(state, params, env, x0, x1, y0, y1):
 
 
 @agent_function
-def keep_nearest(state, params, obs, env, agent, x0, x1, y0, y1, slots):
+def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids):
     """The ``slots`` nearest others among the agents filed in the cells ``[x0, x1] x [y0, y1]``,
-    in (distance, id) order, found in one pass over them. The sorted list is kept in the
-    observer's own observation row (distances where feature 0 of each slot goes, ids where
-    feature 1 goes; ``write_features`` overwrites them). Returns how many were found."""
+    in (distance, id) order, found in one pass over them: an insertion-sorted list in ``gaps``
+    and ``ids`` (the observer's thread-local arrays of at least ``slots``). Returns how many were
+    found."""
     count = 0
     worst = np.float32(0.0)
     worst_id = -1
@@ -634,18 +649,18 @@ def keep_nearest(state, params, obs, env, agent, x0, x1, y0, y1, slots):
             position = count if count < slots else slots - 1
             count = min(count + 1, slots)
             while position > 0:  # insertion: shift the farther ones one slot out
-                before = obs[env, agent, position - 1]
-                before_id = int(obs[env, agent, slots + position - 1])
+                before = gaps[position - 1]
+                before_id = ids[position - 1]
                 if gap > before or (gap == before and other > before_id):
                     break
-                obs[env, agent, position] = before
-                obs[env, agent, slots + position] = np.float32(before_id)
+                gaps[position] = before
+                ids[position] = before_id
                 position -= 1
-            obs[env, agent, position] = gap
-            obs[env, agent, slots + position] = np.float32(other)
+            gaps[position] = gap
+            ids[position] = other
             if count == slots:
-                worst = obs[env, agent, slots - 1]
-                worst_id = int(obs[env, agent, 2 * slots - 1])
+                worst = gaps[slots - 1]
+                worst_id = ids[slots - 1]
     return count
 
 
@@ -662,6 +677,8 @@ def observe_nearest(state, params, obs, env, agent, slots):
        (``pad`` = ``reach`` widened past float32 rounding; cells are monotone in the coordinate),
        so the ``slots`` nearest of those cells (:func:`keep_nearest`) are the true nearest.
     """
+    gaps = _new_nearest_gaps()
+    ids = _new_nearest_ids()
     cells = params.grid_cells
     inverse = params.grid_inverse_cell
     last = cells - 1
@@ -678,17 +695,16 @@ def observe_nearest(state, params, obs, env, agent, slots):
             break
         radius += 1
     if enough:
-        keep_nearest(state, params, obs, env, agent, x0, x1, y0, y1, slots)
-        reach = obs[env, agent, slots - 1]
+        keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids)
+        reach = gaps[slots - 1]
         scale = abs(x) + abs(y) + params.grid_length
         pad = reach * np.float32(1.001) + scale * np.float32(1e-6)
         x0, x1 = cell_coordinate(x - pad, inverse, cells), cell_coordinate(x + pad, inverse, cells)
         y0, y1 = cell_coordinate(y - pad, inverse, cells), cell_coordinate(y + pad, inverse, cells)
-    found = keep_nearest(state, params, obs, env, agent, x0, x1, y0, y1, slots)
+    found = keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids)
     for slot in range(slots):
         if slot < found:
-            chosen = int(obs[env, agent, slots + slot])  # read before write_features overwrites it
-            write_features(state, params, obs, env, agent, chosen, slot, slots)
+            write_features(state, params, obs, env, agent, ids[slot], slot, slots)
         else:
             for feature in range(7):
                 obs[env, agent, feature * slots + slot] = np.float32(0.0)
