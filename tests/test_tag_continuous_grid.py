@@ -1,5 +1,6 @@
 """TagContinuous-v0's neighbour grid (issue 12): partial observations searched in a uniform grid of
-cells equal, bit for bit, the brute-force successive minima over every agent (``observe_nearest_by_scan``),
+cells, and in one pass over every agent, equal, bit for bit, the brute-force successive minima over
+every agent (``observe_nearest_by_scan``),
 for random positions, agents out of the game, ties, agents on the edges and fewer than k agents in
 the game; the grid the step rebuilds (and the reset copies) is the agents in the game by cell then
 id; CUDA (simulated) equals the CPU on a game whose grid has several cells, in one block and in
@@ -16,6 +17,7 @@ from numba import njit
 
 from warpsci.envs import tag_continuous
 from warpsci.envs.tag_continuous import (
+    MAX_NEAREST,
     TAG_CONTINUOUS,
     TagContinuousParams,
     cell_coordinate,
@@ -24,9 +26,11 @@ from warpsci.envs.tag_continuous import (
     grid_cells_per_side,
     observe_nearest,
     observe_nearest_by_scan,
+    observe_nearest_in_one_pass,
     sort_cell,
     start_cells,
 )
+from warpsci.local_arrays import local_array
 from warpsci.testing.kernel_runner import HostKernelRunner
 
 
@@ -46,18 +50,24 @@ def rebuild_grid(state, params):
             sort_cell(state, env, np.uint32(cell))
 
 
+new_gaps = local_array(MAX_NEAREST, np.float32)
+new_ids = local_array(MAX_NEAREST, np.int32)
+
+
 @njit
-def observe_both(state, params, grid_obs, scan_obs):
-    """Every observer in the game, through the grid and by brute force."""
+def observe_both(state, params, grid_obs, scan_obs, one_pass_obs):
+    """Every observer in the game, through the grid, by brute force (k passes) and in one pass."""
     num_envs, num_agents = state.x.shape
     slots = params.num_other_agents_observed
+    gaps, ids = new_gaps(), new_ids()
     for env_index in range(num_envs):
         env = np.uint32(env_index)
         for agent_index in range(num_agents):
             agent = np.uint32(agent_index)
             if state.in_game_before[env, agent] == 1:
-                observe_nearest(state, params, grid_obs, env, agent, slots)
+                observe_nearest(state, params, grid_obs, env, agent, slots, gaps, ids)
                 observe_nearest_by_scan(state, params, scan_obs, env, agent, slots)
+                observe_nearest_in_one_pass(state, params, one_pass_obs, env, agent, slots, gaps, ids)
 
 
 def expected_grid(x, y, in_game, params) -> tuple[np.ndarray, np.ndarray]:
@@ -139,8 +149,10 @@ def test_grid_search_equals_brute_force(taggers, runners, k, length):
         check_grid(run.state, params)
         grid_obs = np.full_like(run.buffers.obs, np.nan)
         scan_obs = np.full_like(run.buffers.obs, np.nan)
-        observe_both(run.state, params, grid_obs, scan_obs)
-        np.testing.assert_array_equal(grid_obs, scan_obs)  # NaN where not observed, on both
+        one_pass_obs = np.full_like(run.buffers.obs, np.nan)
+        observe_both(run.state, params, grid_obs, scan_obs, one_pass_obs)
+        np.testing.assert_array_equal(grid_obs, scan_obs)  # NaN where not observed, on all three
+        np.testing.assert_array_equal(one_pass_obs, scan_obs)
     filled = np.isfinite(scan_obs[..., 0])
     assert filled.sum() > 0
 
@@ -176,7 +188,7 @@ def test_steps_keep_the_grid_and_observe_as_the_brute_force():
             tagged += int((run.state.in_game == 0).sum())
         check_grid(run.state, params)
         scan_obs = np.zeros_like(run.buffers.obs)
-        observe_both(run.state, params, np.zeros_like(scan_obs), scan_obs)
+        observe_both(run.state, params, np.zeros_like(scan_obs), scan_obs, np.zeros_like(scan_obs))
         playing = run.state.in_game_before == 1
         np.testing.assert_array_equal(run.buffers.obs[playing][:, :-1], scan_obs[playing][:, :-1])
         np.testing.assert_array_equal(run.buffers.obs[~playing], 0)
@@ -222,8 +234,6 @@ def test_auto_search_uses_the_grid_for_wide_games_only():
     with pytest.raises(ValueError, match="neighbour_search must be 'auto', 'grid' or 'scan', got 'kd'"):
         TagContinuousParams(neighbour_search="kd")
     # The grid's working list holds MAX_NEAREST: beyond it "auto" scans and "grid" is refused.
-    from warpsci.envs.tag_continuous import MAX_NEAREST
-
     many = {"num_taggers": 10, "num_runners": 990, "use_full_observation": False}
     assert uses_grid(TagContinuousParams(**many, num_other_agents_observed=MAX_NEAREST))
     assert not uses_grid(TagContinuousParams(**many, num_other_agents_observed=MAX_NEAREST + 1))

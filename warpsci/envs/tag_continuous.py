@@ -124,8 +124,8 @@ class TagContinuousParams:
     runner_exits_game_after_tagged: bool = True  #: tagged runners leave the game
     #: How partial observations find the k nearest (warpsci's choice, not the reference's; every
     #: choice gives the same observations): ``"grid"`` (a neighbour grid rebuilt every step),
-    #: ``"scan"`` (every agent, k passes), ``"auto"`` (the grid from GRID_MIN_AGENTS agents on,
-    #: for k up to MAX_NEAREST).
+    #: ``"scan"`` (every agent: one pass, or k passes for k above MAX_NEAREST), ``"auto"`` (the
+    #: grid from GRID_MIN_AGENTS agents on, for k up to MAX_NEAREST).
     neighbour_search: str = "auto"
 
     def __post_init__(self) -> None:
@@ -602,15 +602,21 @@ def blank_slots(obs, env, agent, slots):
 
 @agent_function
 def observe_agent(state, params, obs, env, agent):
-    """Full observation, or the k nearest others in the game found in the neighbour grid
-    (``observe_nearest``), then the time; an observer out of the game sees zeros."""
+    """Full observation, or the k nearest others in the game, then the time; an observer out of
+    the game sees zeros. The k nearest are found in the neighbour grid (``observe_nearest``), else
+    in one pass over every agent (``observe_nearest_in_one_pass``), or for k above
+    :data:`MAX_NEAREST` by k passes (``observe_nearest_by_scan``): the same observations."""
     if params.use_full_observation:
         observe_everyone(state, params, obs, env, agent)
         return
     slots = params.num_other_agents_observed
     playing = state.in_game_before[env, agent] == 1
+    gaps = _new_nearest_gaps()
+    ids = _new_nearest_ids()
     if playing and params.use_grid:
-        observe_nearest(state, params, obs, env, agent, slots)
+        observe_nearest(state, params, obs, env, agent, slots, gaps, ids)
+    elif playing and slots <= MAX_NEAREST:
+        observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids)
     elif playing:
         observe_nearest_by_scan(state, params, obs, env, agent, slots)
     else:
@@ -629,43 +635,53 @@ def count_in_cells(state, params, env, x0, x1, y0, y1):
 
 
 @agent_function
+def insert_nearest(gaps, ids, count, slots, gap, other):
+    """Insert ``other`` at distance ``gap`` into the ``count`` nearest found so far (``gaps`` and
+    ``ids``, sorted by (distance, id), at most ``slots``); returns the new count."""
+    if count == slots and (gap > gaps[slots - 1] or (gap == gaps[slots - 1] and other > ids[slots - 1])):
+        return count
+    position = count if count < slots else slots - 1
+    while position > 0:  # shift the farther ones one slot out
+        before = gaps[position - 1]
+        before_id = ids[position - 1]
+        if gap > before or (gap == before and other > before_id):
+            break
+        gaps[position] = before
+        ids[position] = before_id
+        position -= 1
+    gaps[position] = gap
+    ids[position] = other
+    return min(count + 1, slots)
+
+
+@agent_function
 def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids):
     """The ``slots`` nearest others among the agents filed in the cells ``[x0, x1] x [y0, y1]``,
-    in (distance, id) order, found in one pass over them: an insertion-sorted list in ``gaps``
-    and ``ids`` (the observer's thread-local arrays of at least ``slots``). Returns how many were
-    found."""
+    in (distance, id) order, found in one pass over them into ``gaps`` and ``ids`` (the
+    observer's thread-local arrays of at least ``slots``). Returns how many were found."""
     count = 0
-    worst = np.float32(0.0)
-    worst_id = -1
     for row in range(y0, y1 + 1):
         base = row * params.grid_cells
         for index in range(state.cell_start[env, base + x0], state.cell_start[env, base + x1 + 1]):
             other = state.cell_agents[env, index]
-            if other == agent:
-                continue
-            gap = distance(state, env, agent, other)
-            if count == slots and (gap > worst or (gap == worst and other > worst_id)):
-                continue
-            position = count if count < slots else slots - 1
-            count = min(count + 1, slots)
-            while position > 0:  # insertion: shift the farther ones one slot out
-                before = gaps[position - 1]
-                before_id = ids[position - 1]
-                if gap > before or (gap == before and other > before_id):
-                    break
-                gaps[position] = before
-                ids[position] = before_id
-                position -= 1
-            gaps[position] = gap
-            ids[position] = other
-            if count == slots:
-                worst = gaps[slots - 1]
-                worst_id = ids[slots - 1]
+            if other != agent:
+                count = insert_nearest(gaps, ids, count, slots, distance(state, env, agent, other), other)
     return count
 
 
 @agent_function
-def observe_nearest(state, params, obs, env, agent, slots):
+def write_nearest(state, params, obs, env, agent, ids, found, slots):
+    """The features of the ``found`` nearest (``ids``, nearest first), then zeros."""
+    for slot in range(slots):
+        if slot < found:
+            write_features(state, params, obs, env, agent, ids[slot], slot, slots)
+        else:
+            for feature in range(7):
+                obs[env, agent, feature * slots + slot] = np.float32(0.0)
+
+
+@agent_function
+def observe_nearest(state, params, obs, env, agent, slots, gaps, ids):
     """The ``slots`` nearest others in the game, nearest first, ties to the lower id, missing slots
     zero, for an observer in the game: exactly what ``observe_nearest_by_scan`` writes, searched
     in the neighbour grid (which holds the agents in the game, the observer included).
@@ -676,9 +692,9 @@ def observe_nearest(state, params, obs, env, agent, slots):
     2. Every agent within ``reach`` lies in the cells of ``[x - pad, x + pad] x [y - pad, y + pad]``
        (``pad`` = ``reach`` widened past float32 rounding; cells are monotone in the coordinate),
        so the ``slots`` nearest of those cells (:func:`keep_nearest`) are the true nearest.
+
+    ``gaps`` and ``ids``: the observer's thread-local working list (at least ``slots`` long).
     """
-    gaps = _new_nearest_gaps()
-    ids = _new_nearest_ids()
     cells = params.grid_cells
     inverse = params.grid_inverse_cell
     last = cells - 1
@@ -702,18 +718,25 @@ def observe_nearest(state, params, obs, env, agent, slots):
         x0, x1 = cell_coordinate(x - pad, inverse, cells), cell_coordinate(x + pad, inverse, cells)
         y0, y1 = cell_coordinate(y - pad, inverse, cells), cell_coordinate(y + pad, inverse, cells)
     found = keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids)
-    for slot in range(slots):
-        if slot < found:
-            write_features(state, params, obs, env, agent, ids[slot], slot, slots)
-        else:
-            for feature in range(7):
-                obs[env, agent, feature * slots + slot] = np.float32(0.0)
+    write_nearest(state, params, obs, env, agent, ids, found, slots)
+
+
+@agent_function
+def observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids):
+    """``observe_nearest`` without a grid: one pass over every agent in the game, ``O(N)``, keeping
+    the ``slots`` nearest in the observer's thread-local ``gaps`` and ``ids``."""
+    count = 0
+    for other in range(state.x.shape[1]):
+        if other != agent and state.in_game_before[env, other] == 1:
+            count = insert_nearest(gaps, ids, count, slots, distance(state, env, agent, other), other)
+    write_nearest(state, params, obs, env, agent, ids, count, slots)
 
 
 @agent_function
 def observe_nearest_by_scan(state, params, obs, env, agent, slots):
     """``observe_nearest`` by brute force, ``O(k N)``: successive minima of (distance, id) over every
-    agent in the game. The reference the grid search is tested against."""
+    agent in the game, for any k (no working list). The reference the searches are tested
+    against."""
     num_agents = state.x.shape[1]
     previous = np.float32(-1.0)
     previous_id = -1
