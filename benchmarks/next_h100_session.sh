@@ -1,14 +1,11 @@
-# The next H100 lease for issue 18 (and 12), from the repository root with OUT set, in two calls of
-# under 10 minutes each: PART=1, then PART=2 (PART=3: the learning tests on the GPU). gymnasium and pettingzoo must be installed there first
-# (wheels carried in .whl, as the device README says). What the lease of 2026-11-25 (night) left
-# unmeasured, all built after its device time ran out:
-# (1) the loss heads of the actor and the critic in one launch (mlp_kernels.actor_critic_backward;
-#     the figures of that lease are two launches, one per network): GPU tests at three widths and
-#     20,011 rows, the launch settings' sweep, phases and end to end against the autograd loss
-#     compiled (the baseline rerun in the same call);
-# (2) A2C's loss and row weights inside the kernels: Tag gridworld end to end at 2,000 x 1,000 (A2C,
-#     619K with the autograd loss), the A2C and PPO presets' learning on the GPU;
-# (3) the time to solve Cartpole with the loss inside the kernels.
+# The next H100 lease for issues 18 and 12, from the repository root with OUT set, calls of under
+# 10 minutes each: PART=1 (one-launch loss heads: GPU test, sweep, phases against the compiled
+# autograd loss), PART=2 (end to end at 2K and 1M, Tag gridworld end to end, time to solve), PART=3
+# (the learning tests on the GPU), PART=4 (issue 12's nearest-neighbour searches). gymnasium and
+# pettingzoo must be installed there first (wheels carried in .whl, as the device README says).
+# The 4 x H200 lease of 2026-11-26 ran PART=1 and PART=2's first lines on an H200 (BENCHMARKS.md);
+# still unmeasured: PART=1 on an H100, Tag gridworld end to end with A2C's loss in the kernels
+# (619K with the autograd loss), the time to solve with one launch, PART=3 and PART=4.
 set -u
 mkdir -p "$OUT"
 if [ "${PART:-1}" = 1 ]; then
@@ -33,4 +30,13 @@ timeout 120 python benchmarks/cartpole_e2e_session.py "$OUT/solve" --parts solve
 fi
 if [ "${PART:-1}" = 3 ]; then
 timeout 200 python -m pytest -q -m gpu tests/test_learning.py -k "CartPole or Acrobot" -p no:cacheprovider 2>&1 | tail -1
+fi
+if [ "${PART:-1}" = 4 ]; then
+# Issue 12: the k nearest in thread-local lists (grid) and in one pass (scan), built 2026-11-26 with
+# no GPU: GPU grid = scan check and parity first, then env-only rates at 2,000 x 110 and
+# 2,000 x 1,000 (rollout and every step observed) against the section of 2026-11-23 (fourth
+# session): 110 scan 2.09M / grid 1.32M observed, 1,000 grid 154K observed.
+timeout 300 python benchmarks/tag_continuous_grid.py "$OUT/tcg" parity env 2>&1 | grep -E "^parity|^ *(grid|scan) |mismatched|error" | head -20
+# End to end at 2,000 x 110 with WarpDrive's network (408K compiled, 364K eager before; goal 0.5M).
+timeout 240 python benchmarks/profile_iteration.py "$OUT/e2e" warpdrive compile 2>&1 | tail -4
 fi

@@ -2,7 +2,8 @@
 
 Run on a machine with a CUDA GPU:  python benchmarks/tag_continuous_grid.py OUT_DIR [parts]
 (parts: parity, env; default both; ``grid``: the GPU grid-against-scan check and the grid's
-env-only rows only). Prints a small table; writes OUT_DIR/tag_continuous_grid.json.
+env-only rows only; ``cpu``: the env-only rows on the CPU backend, smaller, on any machine).
+Prints a small table; writes OUT_DIR/tag_continuous_grid.json.
 
 1. ``check_parity`` (CUDA against the CPU backend after every step, every state array and buffer,
    the grid's included) on mid-size games whose partial observations use the grid: 110 agents
@@ -85,23 +86,27 @@ def env_only(
     mode: str = "rollout",
     agents_per_cell: float | None = None,
     repeats: int = 5,
+    device: str = "cuda",
 ) -> dict:
     """Env steps/s of ``random_rollout``: ``mode`` ``"rollout"`` is one ``random_rollout(steps)``
     (observations written once, after the last step; autoresets write final observations), and
     ``"observed"`` is ``steps`` calls of ``random_rollout(1)`` (every step observed, as in
     training). ``agents_per_cell`` overrides ``GRID_AGENTS_PER_CELL`` (a kernel param: no
-    recompilation)."""
+    recompilation). ``device`` "cpu": the CPU backend (no memory figure)."""
     definition = TAG_CONTINUOUS
+    cuda = device == "cuda"
+    synchronize = torch.cuda.synchronize if cuda else lambda: None
     params = TagContinuousParams(**published(num_runners), neighbour_search=search)
     default_density = tag_continuous.GRID_AGENTS_PER_CELL
     if agents_per_cell is not None:
         tag_continuous.GRID_AGENTS_PER_CELL = agents_per_cell
     try:
-        torch.cuda.reset_peak_memory_stats()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
         env = vector_env_class(definition.agent_groups(params))(
             definition,
             num_envs=num_envs,
-            device="cuda",
+            device=device,
             seed=0,
             params=params,
             copy=False,
@@ -120,14 +125,14 @@ def env_only(
 
     env.reset(seed=0)
     run()  # compiles, warms up
-    torch.cuda.synchronize()
+    synchronize()
     times = []
     for _ in range(repeats):
         env.reset(seed=0)  # every repeat plays the same steps from the start
-        torch.cuda.synchronize()
+        synchronize()
         start = time.perf_counter()
         run()
-        torch.cuda.synchronize()
+        synchronize()
         times.append(time.perf_counter() - start)
     rate = num_envs * steps / statistics.median(times)
     agents = num_runners + 10
@@ -142,7 +147,8 @@ def env_only(
         "steps": steps,
         "env_steps_per_s": rate,
         "agent_steps_per_s": rate * agents,
-        "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9,
+        "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
+        "device": device,
     }
 
 
@@ -211,7 +217,7 @@ def main(out_dir: str, parts: tuple[str, ...]) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {
-        "device": torch.cuda.get_device_name(),
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "date": time.strftime("%Y-%m-%d"),
         "command": "python benchmarks/tag_continuous_grid.py " + " ".join([out_dir, *parts]),
     }
@@ -232,6 +238,14 @@ def main(out_dir: str, parts: tuple[str, ...]) -> None:
         ]
         if "env" in parts:  # grid density at 2,000 x 1,000, every step observed (default: 2 a cell)
             cases += [("grid", 2000, 990, 20, "observed", density) for density in (1.0, 4.0)]
+    if "cpu" in parts:  # the CPU backend at sizes a few cores step in seconds
+        cases = [
+            (search, envs, runners, steps, mode, None, 5, "cpu")
+            for search in ("grid", "scan")
+            for mode in ("rollout", "observed")
+            for envs, runners, steps in ((200, 100, 20), (20, 990, 10))
+        ]
+    if {"env", "grid", "cpu"} & set(parts):
         report["env_only"] = []
         for case in cases:  # each row printed and saved as it finishes
             report["env_only"].append(guarded(env_only, *case))
