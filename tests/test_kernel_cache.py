@@ -98,6 +98,23 @@ def test_fingerprint_tells_closures_apart_and_refuses_unknown_cells():
     assert source_fingerprint(make(object())) is None  # not a plain constant: never cached
 
 
+def test_every_registered_environment_can_be_cached():
+    """Every function a registered environment's kernels call has a fingerprint: none holds a
+    closure cell the cache cannot read (a local array's dtype, say), which would make every process
+    compile it again."""
+
+    from warpsci.registry import get_definition, registered_ids
+
+    for env_id in registered_ids():
+        definition = get_definition(env_id)
+        functions = [definition.reset_environment, definition.reset_agent, definition.observe_agent]
+        functions += [definition.is_terminal, definition.is_agent_done]
+        functions += [stage.function for stage in definition.step_stages]
+        for function in functions:
+            if function is not None:
+                assert source_fingerprint(function) is not None, (env_id, function)
+
+
 def test_signature_description_names_named_tuple_fields():
     import numpy as np
     from numba import typeof

@@ -239,6 +239,8 @@ def test_auto_search_uses_the_grid_for_wide_games_only():
     assert not uses_grid(TagContinuousParams(**many, num_other_agents_observed=MAX_NEAREST + 1))
     with pytest.raises(ValueError, match=f"keeps at most {MAX_NEAREST} nearest others.*use 'scan' or 'auto'"):
         TagContinuousParams(**many, num_other_agents_observed=MAX_NEAREST + 1, neighbour_search="grid")
+    full = {**many, "use_full_observation": True}  # k unused: no limit
+    assert not uses_grid(TagContinuousParams(**full, num_other_agents_observed=40, neighbour_search="grid"))
 
 
 def test_grid_and_scan_games_play_alike():

@@ -34,14 +34,17 @@ from numba.np.arrayobj import make_array, populate_array
 def local_array(size: int, dtype: type | np.dtype) -> Callable[[], np.ndarray]:
     """A function of no arguments that returns an uninitialised 1-D array of ``size`` elements of
     ``dtype`` (a NumPy number type), private to the calling agent. Call this at module level: the
-    size is compiled into the code."""
+    size is compiled into the code. The array lives in the frame of the function that calls the
+    maker: pass it down, never return it (nothing checks this; a returned one is freed memory)."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"local_array's size must be a positive int, got {size!r}")
     numpy_dtype = np.dtype(dtype)
     element = from_dtype(numpy_dtype)
+    # A string, not a dtype, in the closure: the kernel cache fingerprints plain constants only.
+    dtype_code = numpy_dtype.str
 
     def new_array():
-        return np.empty(size, numpy_dtype)
+        return np.empty(size, dtype_code)
 
     array_type = types.Array(element, 1, "C")
 

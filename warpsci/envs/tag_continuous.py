@@ -173,7 +173,8 @@ class TagContinuousParams:
             raise ValueError(
                 f"neighbour_search must be 'auto', 'grid' or 'scan', got {self.neighbour_search!r}"
             )
-        if self.neighbour_search == "grid" and self.num_other_agents_observed > MAX_NEAREST:
+        too_many = self.num_other_agents_observed > MAX_NEAREST and not self.use_full_observation
+        if self.neighbour_search == "grid" and too_many:
             raise ValueError(
                 f"neighbour_search='grid' keeps at most {MAX_NEAREST} nearest others, got "
                 f"num_other_agents_observed={self.num_other_agents_observed}: use 'scan' or 'auto'"
