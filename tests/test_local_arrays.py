@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from numba import njit
+from numba.core.errors import TypingError
 
 from warpsci.local_arrays import local_array
 
@@ -65,6 +66,25 @@ def test_local_arrays_compile_without_reference_counting():
     assert no_counting(np.arange(9, 0, -1).astype(np.float32), out_values, out_ids) == 6
     np.testing.assert_array_equal(out_values, np.arange(1, 7, dtype=np.float32))
     np.testing.assert_array_equal(out_ids, np.arange(8, 2, -1))
+
+
+def test_a_function_that_returns_its_local_array_does_not_compile_for_the_backends():
+    """Its storage would be freed on return; compiled as the CPU backend compiles (and CUDA
+    device code), Numba refuses to return an array the function did not receive."""
+
+    def escape():
+        gaps = new_list()
+        gaps[:] = 7.0
+        return gaps
+
+    helper = njit(escape)
+
+    def caller():  # an environment function calling a helper that returns one
+        return helper()[0]
+
+    for function in (escape, caller):
+        with pytest.raises(TypingError, match="Only accept returning of array passed into the function"):
+            njit(_nrt=False)(function)()
 
 
 def test_compiled_local_arrays_are_on_the_stack():

@@ -17,7 +17,7 @@ of a global array per thread is a scattered cache line per thread for every acce
 backend it lives on the compiled function's stack (no allocation, no reference counting). In plain
 Python and under Numba's CUDA simulator it is ``np.empty``. Use the array in the function that
 made it and pass it down to the functions it calls; never return it (its storage is that
-function's).
+function's; the backends refuse to compile a function that does).
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def local_array(size: int, dtype: type | np.dtype) -> Callable[[], np.ndarray]:
     """A function of no arguments that returns an uninitialised 1-D array of ``size`` elements of
     ``dtype`` (a NumPy number type), private to the calling agent. Call this at module level: the
     size is compiled into the code. The array lives in the frame of the function that calls the
-    maker: pass it down, never return it (nothing checks this; a returned one is freed memory)."""
+    maker: pass it down, never return it. The backends refuse to compile a function that returns
+    one (Numba's rule, with reference counting off as the CPU backend compiles and on CUDA, that a
+    function returns no array it did not receive); a plain ``@njit`` function does not check."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"local_array's size must be a positive int, got {size!r}")
     numpy_dtype = np.dtype(dtype)
