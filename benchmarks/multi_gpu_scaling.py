@@ -1,8 +1,9 @@
-"""Weak scaling over the GPUs of one host (issue 15): end-to-end steps/s of ``torchrun
+"""Weak scaling over the GPUs of one host (issues 15 and 19): end-to-end steps/s of ``torchrun
 --nproc-per-node K -m warpsci train`` with the same environments per GPU, K = 1 and K = all.
 
 Run on a host with CUDA GPUs:  python benchmarks/multi_gpu_scaling.py OUT_DIR [K ...] [--only TEXT]
-(default: 1 and every GPU; every case). Prints a table and writes multi_gpu_scaling.json; efficiency =
+[--repeats N] (default: 1 and every GPU; every case; one run each, else the median of N).
+Prints a table and writes multi_gpu_scaling.json; efficiency =
 rate on K / (K x rate on 1), with the one-GPU baseline measured on the same host. NVLink
 multicast stays off (NCCL_NVLS_ENABLE=0 and the PyTorch and NVSHMEM equivalents). Rates are the
 median ``charts/SPS_iteration`` of the iterations after three warm-ups, read from rank 0's
@@ -59,9 +60,9 @@ CASES = [
 
 
 def run_case(
-    out: Path, name: str, env_id: str, per_gpu: int, iterations: int, flags: list, gpus: int
+    out: Path, name: str, env_id: str, per_gpu: int, iterations: int, flags: list, gpus: int, repeat: int = 0
 ) -> dict:
-    run_dir = out / f"{env_id}_{per_gpu}_{gpus}gpu"
+    run_dir = out / (f"{env_id}_{per_gpu}_{gpus}gpu" + (f"_run{repeat + 1}" if repeat else ""))
     steps = 128 if env_id == "CartPole-v1" else 100
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus)]
     command += ["-m", "warpsci", "train", env_id, "--device", "cuda", "--run-dir", str(run_dir)]
@@ -91,16 +92,33 @@ def run_case(
     return row
 
 
-def main(out_dir: str, counts: list[int], only: str = "") -> None:
+def combined(runs: list[dict]) -> dict:
+    """One row for repeats of a case on K GPUs: the median rate, every run's rate, and whether
+    every run ended with its ranks in sync; a failed run's error, if any."""
+    row = dict(runs[0])
+    failed = [run for run in runs if "env_steps_per_s" not in run]
+    if failed:
+        return {**row, "error": failed[0].get("error", "no rate")}
+    row["runs"] = [run["env_steps_per_s"] for run in runs]
+    row["env_steps_per_s"] = statistics.median(row["runs"])
+    row["ranks_in_sync"] = None if row["gpus"] == 1 else all(run["ranks_in_sync"] for run in runs)
+    return row
+
+
+def main(out_dir: str, counts: list[int], only: str = "", repeats: int = 1) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for case in (case for case in CASES if only in case[0]):
         for gpus in counts:
-            rows.append(run_case(out, *case, gpus))
-            print(json.dumps({k: v for k, v in rows[-1].items() if k != "error"}), flush=True)
-            if "error" in rows[-1]:
-                print(rows[-1]["error"], flush=True)
+            runs = []
+            for repeat in range(repeats):
+                runs.append(run_case(out, *case, gpus, repeat))
+                print(json.dumps({k: v for k, v in runs[-1].items() if k != "error"}), flush=True)
+                if "error" in runs[-1]:
+                    print(runs[-1]["error"], flush=True)
+                    break
+            rows.append(combined(runs))
     for row in rows:
         base = next((r for r in rows if r["case"] == row["case"] and r["gpus"] == 1), None)
         if base and "env_steps_per_s" in base and "env_steps_per_s" in row:
@@ -122,5 +140,6 @@ if __name__ == "__main__":
     parser.add_argument("out_dir")
     parser.add_argument("counts", nargs="*", type=int, help="GPU counts (default: 1 and every GPU)")
     parser.add_argument("--only", default="", help="only the cases whose name holds this text")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each case and count (median)")
     args = parser.parse_args()
-    main(args.out_dir, args.counts or sorted({1, torch.cuda.device_count()}), args.only)
+    main(args.out_dir, args.counts or sorted({1, torch.cuda.device_count()}), args.only, args.repeats)

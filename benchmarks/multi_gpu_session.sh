@@ -2,6 +2,7 @@
 # PHASES=S: weak scaling (COUNTS, default "1 2"), DDP against the flat all-reduce, and the two-GPU
 # tests; PHASES=T: every other GPU test. The 4-GPU call (issue 19, kind nvidia-h200-x4):
 #   PHASES=S COUNTS="1 2 4" bash benchmarks/multi_gpu_session.sh
+# (REPEATS=N runs each case N times and reports the median: about 15 s a run.)
 set -u
 mkdir -p "$OUT"
 # NVLink multicast off everywhere (the device notes: it can take a shared host out of service).
@@ -10,7 +11,8 @@ PHASES=${PHASES:-S}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 if [[ $PHASES == *S* ]]; then
   # Scaling first: it is what the 4-GPU call is for, and the later steps may run out of time.
-  timeout 330 python benchmarks/multi_gpu_scaling.py "$OUT/scaling" ${COUNTS:-1 2} 2>&1 | grep -v -i warn | tail -30
+  timeout 330 python benchmarks/multi_gpu_scaling.py "$OUT/scaling" ${COUNTS:-1 2} --repeats "${REPEATS:-1}" 2>&1 |
+    grep -v -i warn | tail -30
   rm -rf "$OUT"/scaling/*/checkpoints "$OUT"/scaling/*/tensorboard "$OUT"/scaling/*/checkpoint.pt
   timeout 150 python -m pytest -q -m gpu tests/test_distributed_gpu.py -p no:cacheprovider 2>&1 | tail -15
   timeout 90 python -m torch.distributed.run --standalone --nproc-per-node "$(nvidia-smi -L | wc -l)" \
