@@ -12,7 +12,7 @@ from fresh_interpreter import run_script
 
 import warpsci
 from warpsci.rollout import RolloutBuffer, compute_gae
-from warpsci.rollout_kernels import RolloutKernels
+from warpsci.rollout_kernels import RolloutKernels, RowShuffle
 from warpsci.sampling import MASKED_LOGIT
 
 DEVICES = [
@@ -195,9 +195,41 @@ SIMULATOR_SCRIPT = textwrap.dedent(
     next_value = rng.normal(size=N).astype(np.float32)
     run(rk.generalized_advantages, lambda: (rewards, values, dones, next_value,
         0.99, 0.95, np.zeros((T, N), np.float32), np.zeros((T, N), np.float32)), (6, 7))
+    keys = rng.integers(0, 2**62, rk.SHUFFLE_ROUNDS).astype(np.int64)
+    run(rk.shuffled_row, lambda: (N, 1, 2, keys, np.zeros(N, np.int64)), (4,))
     print("fused kernels agree")
     """
 )
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 10, 64, 1000, 4097])
+def test_row_shuffle_is_a_permutation_drawn_from_the_generator(count):
+    generator = torch.Generator().manual_seed(5)
+    shuffle = RowShuffle(count, torch.device("cpu"), generator)
+    orders = [shuffle() for _ in range(3)]
+    for order in orders:
+        assert order.dtype == torch.int64
+        assert torch.equal(torch.sort(order).values, torch.arange(count))
+    if count >= 10:
+        assert not torch.equal(orders[0], orders[1]), "each call draws a new order"
+    again = RowShuffle(count, torch.device("cpu"), torch.Generator().manual_seed(5))
+    assert all(torch.equal(order, again()) for order in orders), "the generator's state decides the order"
+
+
+@pytest.mark.parametrize("count", [3, 10, 37])
+def test_row_shuffle_puts_every_row_everywhere_alike(count):
+    """Each row lands at each position about equally often (chi-square over positions, well below
+    the 0.1% critical value; a weak shuffle of a small batch, such as 4 Feistel rounds, fails)."""
+    generator = torch.Generator().manual_seed(0)
+    shuffle = RowShuffle(count, torch.device("cpu"), generator)
+    draws = 8000
+    counts = torch.zeros(count, count)
+    for _ in range(draws):
+        counts[torch.arange(count), shuffle()] += 1
+    expected = draws / count
+    chi_square = ((counts - expected) ** 2 / expected).sum().item()
+    freedom = (count - 1) ** 2
+    assert chi_square < freedom + 4.5 * (2 * freedom) ** 0.5, (chi_square, freedom)
 
 
 def test_fused_kernels_under_simulator_match_cpu():

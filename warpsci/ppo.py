@@ -9,12 +9,15 @@ on the approximate KL divergence. Rollouts, advantages and the training loop are
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from warpsci import fused_loss
 from warpsci.config import TrainConfig
 from warpsci.learner import PolicyLearner
 from warpsci.networks import ActorCritic
+from warpsci.rollout_kernels import RowShuffle
 from warpsci.trainer import (
     OnPolicyTrainer,
     TrainResult,
@@ -30,6 +33,17 @@ __all__ = ["PPOTrainer", "TrainResult", "evaluate_policy", "ppo_losses"]
 class PPOTrainer(OnPolicyTrainer):
     """Trains an :class:`~warpsci.networks.ActorCritic` per policy with PPO; see
     :class:`OnPolicyTrainer`."""
+
+    @functools.cached_property
+    def _shuffles(self) -> dict[int, RowShuffle]:
+        return {}
+
+    def _shuffle(self, batch_size: int) -> RowShuffle:
+        """The epochs' row order for a batch of ``batch_size`` rows: one kernel, keyed from the
+        trainer's generator (the same draws eager and graph-replayed)."""
+        if batch_size not in self._shuffles:
+            self._shuffles[batch_size] = RowShuffle(batch_size, self.device, self.generator)
+        return self._shuffles[batch_size]
 
     def update(self, learner: PolicyLearner) -> dict[str, torch.Tensor]:
         """PPO epochs over the learner's rollout; returns the last minibatch's losses (device scalars)."""
@@ -53,9 +67,7 @@ class PPOTrainer(OnPolicyTrainer):
         minibatch_losses = self.compiled(ppo_losses)
         clip_fractions = []
         for _epoch in range(config.update_epochs):
-            # argsort of uniform keys rather than randperm: the same draws eager and graph-replayed.
-            keys = torch.rand(batch_size, device=self.device, generator=self.generator)
-            order = torch.argsort(keys)
+            order = self._shuffle(batch_size)()
             if launch is not None:
                 for index, stats in fused_loss.minibatch_indices(
                     rollout[3], rollout[6], order, minibatch_size, config.norm_adv
