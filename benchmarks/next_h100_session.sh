@@ -4,8 +4,9 @@
 # (the learning tests on the GPU), PART=4 (issue 12's nearest-neighbour searches). gymnasium and
 # pettingzoo must be installed there first (wheels carried in .whl, as the device README says).
 # The 4 x H200 lease of 2026-11-26 ran PART=1 and PART=2's first lines on an H200 (BENCHMARKS.md);
-# still unmeasured: PART=1 on an H100, Tag gridworld end to end with A2C's loss in the kernels
-# (619K with the autograd loss), the time to solve with one launch, PART=3 and PART=4.
+# still unmeasured: PART=1 on an H100 (with the one-kernel epoch shuffle, RowShuffle, built after),
+# Tag gridworld end to end with A2C's loss in the kernels (619K with the autograd loss), the time
+# to solve with one launch, PART=3 and PART=4.
 set -u
 mkdir -p "$OUT"
 if [ "${PART:-1}" = 1 ]; then
