@@ -142,4 +142,6 @@ if __name__ == "__main__":
     parser.add_argument("--only", default="", help="only the cases whose name holds this text")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each case and count (median)")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     main(args.out_dir, args.counts or sorted({1, torch.cuda.device_count()}), args.only, args.repeats)
