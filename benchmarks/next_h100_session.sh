@@ -9,6 +9,17 @@
 # to solve with one launch, PART=3 and PART=4.
 set -u
 mkdir -p "$OUT"
+if [ "${PART:-1}" = 0 ]; then
+# What runs on default paths but was built without a GPU: the one-kernel epoch shuffle (GPU test,
+# then the phases at 2K and 65K, whose profile shows its kernel) and Tag continuous's thread-local
+# k-nearest lists (parity against the CPU, grid = scan, env-only rates).
+timeout 120 python -m pytest -q -m gpu tests/test_rollout_kernels.py -k row_shuffle -p no:cacheprovider 2>&1 | tail -2
+for size in 2048 65536; do
+  timeout 70 python benchmarks/cartpole_e2e_session.py "$OUT/phases-fused-$size" --parts phases \
+    --modes fused --phase-sizes $size 2>&1 | grep -E "^phases|Error"
+done
+timeout 330 python benchmarks/tag_continuous_grid.py "$OUT/tcg" parity env 2>&1 | grep -E "^parity|^ *(grid|scan) |mismatched|rror" | head -24
+fi
 if [ "${PART:-1}" = 1 ]; then
 timeout 240 python -m pytest -q -m gpu tests/test_fused_mlp.py -k loss_inside -p no:cacheprovider 2>&1 |
   grep -E "passed|failed|Error" | tail -3

@@ -12,7 +12,7 @@ from fresh_interpreter import run_script
 
 import warpsci
 from warpsci.rollout import RolloutBuffer, compute_gae
-from warpsci.rollout_kernels import RolloutKernels, RowShuffle
+from warpsci.rollout_kernels import SHUFFLE_ROUNDS, RolloutKernels, RowShuffle
 from warpsci.sampling import MASKED_LOGIT
 
 DEVICES = [
@@ -230,6 +230,24 @@ def test_row_shuffle_puts_every_row_everywhere_alike(count):
     chi_square = ((counts - expected) ** 2 / expected).sum().item()
     freedom = (count - 1) ** 2
     assert chi_square < freedom + 4.5 * (2 * freedom) ** 0.5, (chi_square, freedom)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("count", [1, 1000, 262_144, 2_097_153])
+def test_row_shuffle_on_the_gpu_is_the_cpu_permutation_of_its_keys(count):
+    """The CUDA kernel gives a permutation, the one the CPU loop gives from the same round keys."""
+    generator = torch.Generator(device="cuda").manual_seed(3)
+    state = generator.get_state()
+    order = RowShuffle(count, torch.device("cuda"), generator)().cpu()
+    assert torch.equal(torch.sort(order).values, torch.arange(count))
+    replay = torch.Generator(device="cuda")
+    replay.set_state(state)
+    keys = torch.randint(0, 2**62, (SHUFFLE_ROUNDS,), device="cuda", generator=replay).cpu()
+    shuffle = RowShuffle(count, torch.device("cpu"), torch.Generator())
+    expected = torch.empty(count, dtype=torch.int64)
+    shuffle._kernel(count, (count, shuffle.left_bits, shuffle.right_bits, keys.numpy(), expected.numpy()))
+    assert torch.equal(order, expected)
 
 
 def test_fused_kernels_under_simulator_match_cpu():
