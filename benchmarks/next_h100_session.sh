@@ -26,9 +26,9 @@ if [ "${PART:-1}" = 5 ]; then
 # AUTO_MAX_ENVS), then end to end at 2K with the default build.
 timeout 150 python -m pytest -q -m gpu tests/test_graphs_gpu.py -k "one_launch" -p no:cacheprovider 2>&1 | tail -2
 timeout 240 python benchmarks/cartpole_e2e_session.py "$OUT/phases-one-launch" --parts phases \
-  --modes fused-one-launch fused-per-step --phase-sizes 2048 8192 32768 131072 2>&1 | grep -E "^phases|Error"
-timeout 60 python benchmarks/cartpole_e2e_session.py "$OUT/e2e-2048" --parts train --modes fused \
-  --sizes 2048 2>&1 | grep -E "^train|Error"
+  --modes fused-one-launch fused-per-step --phase-sizes 2048 4096 8192 32768 2>&1 | grep -E "^phases|Error"
+timeout 90 python benchmarks/cartpole_e2e_session.py "$OUT/e2e-2048" --parts train \
+  --modes fused-one-launch fused-per-step --sizes 2048 2>&1 | grep -E "^train|Error"
 fi
 if [ "${PART:-1}" = 1 ]; then
 timeout 240 python -m pytest -q -m gpu tests/test_fused_mlp.py -k loss_inside -p no:cacheprovider 2>&1 |

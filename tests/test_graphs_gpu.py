@@ -255,7 +255,8 @@ def test_one_launch_rollout_equals_step_by_step(env_id):
         trainer.collect_rollout()
         buffers.append({name: getattr(trainer.single.buffer, name).clone() for name in ROLLOUT_FIELDS})
     one, apart = buffers
-    actions_one, actions_apart = one["actions"].flatten(2), apart["actions"].flatten(2)
+    steps, rows = one["actions"].shape[:2]
+    actions_one, actions_apart = one["actions"].reshape(steps, rows, -1), apart["actions"].reshape(steps, rows, -1)
     agree = torch.isclose(actions_one, actions_apart, rtol=1e-4, atol=1e-4).all(dim=2).all(dim=0)
     assert agree.float().mean() >= 0.99, f"{(~agree).sum()} of {agree.numel()} environments differ"
     for name in ROLLOUT_FIELDS:
