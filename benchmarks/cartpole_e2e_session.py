@@ -8,9 +8,7 @@ goes (rollout against update), and the time to solve Cartpole from process start
         [--three-launch-rollout] [--autograd-loss]
 
 Modes (``MODES``): ``fused`` is the default build (Triton MLP kernels), ``layers`` PyTorch's
-layers, ``-compiled`` adds ``TrainConfig.compile``, ``-bf16`` ``TrainConfig.bf16``;
-``fused-one-launch`` and ``fused-per-step`` set ``TrainConfig.one_launch_rollout`` to ``always``
-and ``never`` (``fused`` leaves it ``auto``). Figures are
+layers, ``-compiled`` adds ``TrainConfig.compile``, ``-bf16`` ``TrainConfig.bf16``. Figures are
 medians of 5 timed iterations (train), 7 (phases) and 3 seeds / 5 bare imports (solve). The solve
 part runs ``warpsci train`` as a user does (the default build; ``--modes`` does not apply). Writes
 ``train.csv``, ``phases.csv``, ``solve.csv`` and ``profile_2048_<mode>.txt``.
@@ -36,8 +34,6 @@ from warpsci.ppo import PPOTrainer
 MODES: dict[str, dict] = {
     "fused": {},
     "fused-compiled": {"compile": True},
-    "fused-one-launch": {"one_launch_rollout": "always"},
-    "fused-per-step": {"one_launch_rollout": "never"},
     "layers": {"fused_mlp": False},
     "layers-compiled": {"fused_mlp": False, "compile": True},
     "layers-bf16": {"fused_mlp": False, "bf16": True},

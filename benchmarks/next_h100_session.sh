@@ -20,16 +20,6 @@ for size in 2048 65536; do
 done
 timeout 330 python benchmarks/tag_continuous_grid.py "$OUT/tcg" parity env 2>&1 | grep -E "^parity|^ *(grid|scan) |mismatched|rror" | head -24
 fi
-if [ "${PART:-1}" = 5 ]; then
-# The one-launch rollout (the actor inside the rollout kernel, TrainConfig.one_launch_rollout):
-# GPU tests, then phases of one launch against one launch a step over sizes (for rollout_mlp's
-# AUTO_MAX_ENVS), then end to end at 2K with the default build.
-timeout 150 python -m pytest -q -m gpu tests/test_graphs_gpu.py -k "one_launch" -p no:cacheprovider 2>&1 | tail -2
-timeout 240 python benchmarks/cartpole_e2e_session.py "$OUT/phases-one-launch" --parts phases \
-  --modes fused-one-launch fused-per-step --phase-sizes 2048 4096 8192 32768 2>&1 | grep -E "^phases|Error"
-timeout 90 python benchmarks/cartpole_e2e_session.py "$OUT/e2e-2048" --parts train \
-  --modes fused-one-launch fused-per-step --sizes 2048 2>&1 | grep -E "^train|Error"
-fi
 if [ "${PART:-1}" = 1 ]; then
 timeout 240 python -m pytest -q -m gpu tests/test_fused_mlp.py -k loss_inside -p no:cacheprovider 2>&1 |
   grep -E "passed|failed|Error" | tail -3

@@ -331,113 +331,6 @@ def test_fused_policy_step_equals_three_launches_under_simulator():
     assert "policy step agrees" in result.stdout
 
 
-POLICY_ROLLOUT_SCRIPT = textwrap.dedent(
-    """
-    import sys
-
-    import numpy as np
-    from numba import config
-
-    if not config.ENABLE_CUDASIM:
-        sys.exit("the CUDA simulator is not enabled")
-
-    from warpsci import registry
-    from warpsci import rollout_kernels as rk
-    from warpsci.testing.kernel_runner import HostKernelRunner
-
-    N, T, SEED = 5, 7, 3
-    rng = np.random.default_rng(1)
-
-    def actor(n_in, n_out):
-        # Hidden widths that are not multiples of the warp: lanes take one or two units.
-        sizes = (n_in, 40, 33, n_out)
-        layers = []
-        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-            layers += [rng.normal(size=(fan_out, fan_in)).astype(np.float32) / np.sqrt(fan_in),
-                       rng.normal(size=fan_out).astype(np.float32) * 0.1]
-        return tuple(layers)
-
-    def forward(network, obs):
-        w1, b1, w2, b2, w3, b3 = (a.astype(np.float64) for a in network)
-        hidden = np.tanh(obs.astype(np.float64) @ w1.T + b1)
-        hidden = np.tanh(hidden @ w2.T + b2)
-        return (hidden @ w3.T + b3).astype(np.float32)
-
-    def rollout(env_id, one_launch):
-        definition = registry.get_definition(env_id)
-        runner = HostKernelRunner(definition, N, "cuda", threads_per_block=4)
-        runner.max_episode_steps = 4  # truncations within the rollout
-        runner.reset(SEED)
-        b = runner.buffers
-        n_in, width = b.obs.shape[-1], b.actions.reshape(N, -1).shape[1]
-        continuous = b.actions.dtype == np.float32
-        n_out = width if continuous else int(registry.make(env_id, num_envs=1).single_action_space.n)
-        network = actor(n_in, n_out)
-        log_std = np.array([-0.3] * width, np.float32)
-        agents = np.array([0], np.int32)
-        actions = np.zeros((T, N, width), np.float32) if continuous else np.zeros((T, N), np.int64)
-        out = dict(actions=actions, log_probs=np.zeros((T, N), np.float32),
-                   valid=np.zeros((T, N), np.float32), rewards=np.zeros((T, N), np.float32),
-                   dones=np.zeros((T, N), np.float32), ends=np.zeros((T, N), np.float32),
-                   truncated=np.zeros((T, N), np.float32), final_obs=np.zeros((T, N, n_in), np.float32),
-                   returns=np.zeros((T, N), np.float32), lengths=np.zeros((T, N), np.float32),
-                   obs=np.zeros((T, N, n_in), np.float32))
-        env_actions = b.actions.reshape(N, 1, width)
-
-        def sample(outputs, t):
-            return (outputs, log_std, b.tick, SEED, t, out["actions"], out["log_probs"], env_actions,
-                    agents, b.active, out["valid"])
-
-        def record(t):
-            return (t, agents, b.rewards, b.terminated, b.truncated, b.agent_terminated,
-                    b.final_obs.reshape(N, 1, -1), b.final_return, b.final_length, out["rewards"],
-                    out["dones"], out["ends"], out["truncated"], out["final_obs"], out["returns"],
-                    out["lengths"], out["valid"])
-
-        sampler, drawer = (rk.sample_gaussian, rk.draw_gaussian) if continuous else (rk.sample_discrete, rk.draw_discrete)
-        if one_launch:
-            observations = (b.obs.reshape(N, 1, -1), out["obs"])
-            runner._kernels.policy_rollout(drawer, sample(log_std, 0), rk.record_step_at, record(0), network,
-                                           observations, T, runner.state, runner.params, b, SEED,
-                                           runner.max_episode_steps)
-        else:
-            for t in range(T):
-                out["obs"][t] = b.obs.reshape(N, -1)
-                rk._compiled(sampler)[1][2, 4](N, sample(forward(network, out["obs"][t]), t))
-                runner._kernels.step(runner.state, runner.params, b, SEED, runner.max_episode_steps)
-                rk._compiled(rk.record_step)[1][2, 4](N, record(t))
-        return {**out, **{f"state.{k}": v for k, v in runner.state._asdict().items()},
-                **{f"buffers.{k}": v for k, v in b._asdict().items()}}
-
-    for env_id in ("CartPole-v1", "Pendulum-v1"):
-        rng = np.random.default_rng(1)
-        apart = rollout(env_id, False)
-        rng = np.random.default_rng(1)
-        fused = rollout(env_id, True)
-        for name in apart:
-            a, f = apart[name], fused[name]
-            same = np.array_equal(a, f) if a.dtype.kind in "iub" else np.allclose(a, f, rtol=1e-5, atol=1e-5)
-            if not same:
-                sys.exit(f"{env_id}: {name} differs between the one-launch rollout and step by step")
-        if not apart["truncated"].any() or not apart["dones"].any():
-            sys.exit(f"{env_id}: the rollout saw no truncation: the check would not cover final observations")
-        print(env_id, "agrees")
-    print("policy rollout agrees")
-    """
-)
-
-
-def test_one_launch_rollout_equals_step_by_step_under_simulator():
-    """The whole rollout in one CUDA launch, the actor computed by a warp per environment, fills
-    every rollout slot (observations included) and leaves every state array and environment buffer
-    as the actor's forward pass, the sampling kernel, the step and the recording kernel do step by
-    step, through resets and truncations, for a categorical (Cartpole) and a Gaussian (Pendulum)
-    policy, with hidden widths that do not fill whole warps."""
-    result = run_script(POLICY_ROLLOUT_SCRIPT, simulator=True)
-    assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
-    assert "policy rollout agrees" in result.stdout
-
-
 def test_trainer_one_launch_path_fills_the_rollout_as_three_launches(monkeypatch):
     """The trainer's wiring of the one-launch rollout step (taken on CUDA), emulated on the CPU:
     the environment runs the CPU-compiled sampler, step and recorder it is handed, in the kernel's
@@ -454,10 +347,7 @@ def test_trainer_one_launch_path_fills_the_rollout_as_three_launches(monkeypatch
 
     buffers = []
     for fused in (False, True):
-        config = TrainConfig(
-            env_id="CartPole-v1", num_envs=16, num_steps=40, total_timesteps=640, seed=2,
-            one_launch_rollout="never",
-        )  # fmt: skip
+        config = TrainConfig(env_id="CartPole-v1", num_envs=16, num_steps=40, total_timesteps=640, seed=2)
         trainer = make_trainer(config)
         if fused:
             env_class = type(trainer.env)
@@ -472,52 +362,3 @@ def test_trainer_one_launch_path_fills_the_rollout_as_three_launches(monkeypatch
     assert buffers[0]["dones"].any(), "no episode ended: resets would go untested"
     for name, expected in buffers[0].items():
         assert torch.equal(buffers[1][name], expected), name
-
-
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
-def test_trainer_one_launch_rollout_wiring_fills_the_rollout_as_step_by_step(monkeypatch, env_id):
-    """The trainer's wiring of the one-launch rollout (taken on CUDA), emulated on the CPU: the
-    environment runs, in the kernel's order, the actor from the weights it is handed and the
-    CPU-compiled drawer and recorder with the arguments it is handed. The rollout buffer must come
-    out as the step-by-step path fills it, observations of every step included."""
-    from warpsci.algorithms import make_trainer
-    from warpsci.config import TrainConfig
-
-    def policy_rollout(env, drawer, sample_arguments, recorder, record_arguments, network, observations, steps):
-        env_obs, rollout_obs = observations
-        w1, b1, w2, b2, w3, b3 = (torch.from_numpy(array) for array in network)
-        for step in range(steps):
-            rollout_obs[step] = env_obs[:, 0]
-            obs = torch.from_numpy(env_obs[:, 0].copy())
-            outputs = torch.nn.functional.linear(
-                torch.tanh(torch.nn.functional.linear(torch.tanh(torch.nn.functional.linear(obs, w1, b1)), w2, b2)),
-                w3,
-                b3,
-            ).numpy()
-            for index in range(env.num_envs):
-                drawer(index, outputs[index], step, sample_arguments)
-            env.step_in_place()
-            for index in range(env.num_envs):
-                recorder(index, step, record_arguments)
-
-    buffers = []
-    for one_launch in (False, True):
-        config = TrainConfig(
-            env_id=env_id, num_envs=16, num_steps=40, total_timesteps=640, seed=2,
-            one_launch_rollout="always" if one_launch else "never", env_params={"max_episode_steps": 25},
-        )  # fmt: skip
-        trainer = make_trainer(config)
-        assert trainer.one_launch_network() is None, "the CPU has no one-launch rollout"
-        if one_launch:
-            env_class = type(trainer.env)
-            monkeypatch.setattr(env_class, "fuses_policy_step", property(lambda self: True))
-            monkeypatch.setattr(env_class, "policy_rollout_in_place", policy_rollout)
-            assert trainer.one_launch_network() is not None
-        trainer.env.reset()
-        trainer.collect_rollout()
-        buffer = trainer.single.buffer
-        names = ("obs", "actions", "log_probs", "rewards", "dones", "episode_ends", "truncated", "valid")
-        buffers.append({name: getattr(buffer, name).clone() for name in names})
-    assert buffers[0]["episode_ends"].any(), "no episode ended: resets would go untested"
-    for name, expected in buffers[0].items():
-        torch.testing.assert_close(buffers[1][name], expected, rtol=1e-5, atol=1e-5, msg=name)

@@ -18,8 +18,6 @@ ALGORITHMS = ("ppo", "a2c")
 OPTIMIZERS = ("adam", "rmsprop")
 #: Accepted values of ``TrainConfig.activation`` (:data:`warpsci.networks.ACTIVATIONS`).
 ACTIVATION_NAMES = ("tanh", "relu")
-#: Accepted values of ``TrainConfig.one_launch_rollout``.
-ONE_LAUNCH_ROLLOUT = ("auto", "always", "never")
 #: The hyperparameters a ``groups:`` block may set per agent group.
 GROUP_KEYS = (
     "learning_rate",
@@ -130,16 +128,6 @@ class TrainConfig:
     computed inside the backward kernels (:mod:`warpsci.fused_loss`; H100, PPO on Cartpole at 2K
     environments: 58.2M steps/s end to end, against 50.8M with the autograd loss compiled). Other
     networks and the CPU use PyTorch's layers; ``--no-fused-mlp`` does everywhere."""
-    one_launch_rollout: str = "auto"
-    """On CUDA, run each rollout as one kernel launch with the actor's forward pass inside it (a
-    warp per environment, :mod:`warpsci.rollout_mlp`) instead of two launches a step (the actor's
-    forward kernel, then sampling, the step and recording): ``"auto"`` (default) for runs of up to
-    ``rollout_mlp.AUTO_MAX_ENVS`` environments, where it is faster; ``"always"``; ``"never"``.
-    It applies to one policy over environments of one agent, with a ``Discrete`` or ``Box`` action
-    space, a two-hidden-layer tanh actor of its own whose weights fit a block's shared memory, and
-    no action masks, observation normalisation or ``bf16``; elsewhere the rollout runs step by step.
-    The actor's output is then computed in float32 arithmetic, where the forward kernels round
-    products to TF32 (``tf32``). Ignored on the CPU."""
     bf16: bool = False
     """Run the networks' matrix products in bfloat16 (``torch.autocast``), in the rollout's forward
     passes, the critic's pass and the update; weights, optimizer state and losses stay float32,
@@ -217,10 +205,6 @@ class TrainConfig:
             raise ValueError(f"algo must be one of {list(ALGORITHMS)}, got {self.algo!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.one_launch_rollout not in ONE_LAUNCH_ROLLOUT:
-            raise ValueError(
-                f"one_launch_rollout must be one of {list(ONE_LAUNCH_ROLLOUT)}, got {self.one_launch_rollout!r}"
-            )
         if self.activation not in ACTIVATION_NAMES:
             raise ValueError(f"activation must be one of {list(ACTIVATION_NAMES)}, got {self.activation!r}")
         if not isinstance(self.groups, dict) or not all(isinstance(v, dict) for v in self.groups.values()):

@@ -34,24 +34,24 @@ _THREADS_PER_BLOCK = 128
 
 
 @njit
-def _gumbel_argmax(logits, key, first_draw):
-    """Gumbel-max sample of the categorical of ``logits`` (one row) and its log-probability."""
-    count = logits.shape[0]
-    maximum = logits[0]
+def _gumbel_argmax(logits, row, key, first_draw):
+    """Gumbel-max sample of ``logits[row]`` and its log-probability."""
+    count = logits.shape[-1]
+    maximum = logits[row, 0]
     for category in range(1, count):
-        maximum = max(maximum, logits[category])
+        maximum = max(maximum, logits[row, category])
     total = 0.0
     best_score = -np.inf
     best = 0
     for category in range(count):
-        value = logits[category]
+        value = logits[row, category]
         total += math.exp(value - maximum)
         u = uniform(key, first_draw + category) + _HALF_ULP
         score = value - math.log(-math.log(u))
         if score > best_score:
             best_score = score
             best = category
-    return best, logits[best] - maximum - math.log(total)
+    return best, logits[row, best] - maximum - math.log(total)
 
 
 @njit
@@ -65,18 +65,10 @@ def _row_agent(row, agents):
 @njit
 def sample_discrete(row, arguments):
     """Categorical sample from ``logits (rows, n)`` into the rollout slot and the env's action buffer."""
-    draw_discrete(row, arguments[0][row], arguments[4], arguments)
-
-
-@njit
-def draw_discrete(row, logits, step, arguments):
-    """:func:`sample_discrete` of row ``row`` at rollout step ``step`` from its ``logits`` (one row,
-    wherever they lie: the one-launch rollout's are in shared memory); ``arguments`` as there, their
-    logits and step unused."""
-    _, log_std, tick, seed, _, actions, log_probs, env_actions, agents, active, valid = arguments
+    logits, log_std, tick, seed, step, actions, log_probs, env_actions, agents, active, valid = arguments
     env, agent = _row_agent(row, agents)
     key = make_key(seed, env, agent, tick[env], POLICY_STREAM)
-    action, log_prob = _gumbel_argmax(logits, key, 0)
+    action, log_prob = _gumbel_argmax(logits, row, key, 0)
     actions[step, row] = action
     env_actions[env, agent, 0] = action
     log_probs[step, row] = log_prob
@@ -93,7 +85,7 @@ def sample_multi_discrete(row, arguments):
     total = 0.0
     for component in range(components):
         flat = row * components + component
-        action, log_prob = _gumbel_argmax(logits[flat], key, component * logits.shape[1])
+        action, log_prob = _gumbel_argmax(logits, flat, key, component * logits.shape[1])
         actions[step, row, component] = action
         env_actions[env, agent, component] = action
         total += log_prob
@@ -104,20 +96,13 @@ def sample_multi_discrete(row, arguments):
 @njit
 def sample_gaussian(row, arguments):
     """Diagonal Gaussian sample around ``mean (rows, d)`` with ``exp(log_std)``."""
-    draw_gaussian(row, arguments[0][row], arguments[4], arguments)
-
-
-@njit
-def draw_gaussian(row, mean, step, arguments):
-    """:func:`sample_gaussian` of row ``row`` at rollout step ``step`` around its ``mean`` (one row);
-    ``arguments`` as there, their means and step unused."""
-    _, log_std, tick, seed, _, actions, log_probs, env_actions, agents, active, valid = arguments
+    mean, log_std, tick, seed, step, actions, log_probs, env_actions, agents, active, valid = arguments
     env, agent = _row_agent(row, agents)
     key = make_key(seed, env, agent, tick[env], POLICY_STREAM)
     total = 0.0
-    for dim in range(mean.shape[0]):
+    for dim in range(mean.shape[1]):
         noise = normal(key, dim)
-        action = mean[dim] + math.exp(log_std[dim]) * noise
+        action = mean[row, dim] + math.exp(log_std[dim]) * noise
         actions[step, row, dim] = action
         env_actions[env, agent, dim] = action
         total += -0.5 * noise * noise - log_std[dim] - _HALF_LOG_TWO_PI
@@ -130,14 +115,8 @@ def record_step(row, arguments):
     """Copy what the step kernel left in the env's buffers (``env_*``) into rollout slot ``step``
     (the final observation only where the row was truncated: elsewhere it is never read). ``valid``
     is the sampler's mark of this step: the agent was in the game when it acted."""
-    record_step_at(row, arguments[0], arguments)
-
-
-@njit
-def record_step_at(row, step, arguments):
-    """:func:`record_step` into rollout slot ``step`` (``arguments``' own step unused)."""
     (
-        _,
+        step,
         agents,
         env_rewards,
         env_terminated,
@@ -314,10 +293,6 @@ _SAMPLERS = {
 }
 
 
-#: The drawers of the one-launch rollout, by action kind (a sampler's work on one row's output).
-_DRAWERS = {"discrete": draw_discrete, "continuous": draw_gaussian}
-
-
 class RolloutKernels:
     """The trainer's per-step work for one policy: ``sample`` actions from the actor's output,
     ``record`` the step's results, and ``advantages`` (GAE) at the end.
@@ -428,53 +403,10 @@ class RolloutKernels:
             self._sampler, self._sample_arguments(actor_output, step), record_step_and_observation, record
         )
 
-    def rollout_network(self, policy: Any, masked: bool) -> tuple | None:
-        """The actor's ``(w1, b1, w2, b2, w3, b3)`` (Numba views) where :meth:`policy_rollout`
-        applies to ``policy`` (:class:`warpsci.networks.ActorCritic`), else None: where
-        :attr:`fuses_step`, for a ``Discrete`` or ``Box`` policy whose actor is a two-hidden-layer
-        tanh network of its own (no shared trunk) that fits a block's shared memory, without
-        observation normalisation or bfloat16, and not ``masked`` (acting under action masks)."""
-        from warpsci import rollout_mlp
-        from warpsci.fused_mlp import mlp_layers
-
-        layers = mlp_layers(policy.actor)
-        if (
-            not self.fuses_step
-            or self._sampler is sample_multi_discrete
-            or layers is None
-            or policy.shared_trunk
-            or policy.bf16
-            or policy.obs_normalizer is not None
-            or masked
-        ):
-            return None
-        sizes = (layers[0].in_features, layers[0].out_features, layers[1].out_features, layers[2].out_features)
-        if rollout_mlp.shared_bytes(*sizes) > rollout_mlp.MAX_SHARED_BYTES:
-            return None
-        return tuple(numba_view(p.detach()) for layer in layers for p in (layer.weight, layer.bias))
-
-    def policy_rollout(self, network: tuple, num_steps: int) -> None:
-        """The whole rollout in one launch (the actor computed in the kernel), where
-        :meth:`rollout_network` gave ``network``: every step's observations, actions,
-        log-probabilities, rewards, flags and episode statistics into the buffer, as ``num_steps``
-        forward passes and :meth:`sample_step_record` calls would, up to float rounding of the
-        actor's output. Values are left to the critic's pass after the rollout."""
-        drawer = _DRAWERS["continuous" if self._sampler is sample_gaussian else "discrete"]
-        self.env.policy_rollout_in_place(
-            drawer,
-            self._sample_arguments(None, 0),
-            record_step_at,
-            self._record_arguments(0),
-            network,
-            (self._env_obs, self._buffer_obs),
-            num_steps,
-        )
-
-    def _sample_arguments(self, actor_output: torch.Tensor | None, step: int) -> tuple:
-        # The one-launch rollout computes the actor's output itself: the log-std stands in.
-        rows = None if actor_output is None else actor_output.reshape(-1, actor_output.shape[-1])
+    def _sample_arguments(self, actor_output: torch.Tensor, step: int) -> tuple:
+        rows = actor_output.reshape(-1, actor_output.shape[-1])
         return (
-            self._log_std if rows is None else numba_view(rows.contiguous()),
+            numba_view(rows.contiguous()),
             self._log_std,
             self._tick,
             self.env.current_seed,

@@ -2,8 +2,7 @@
 
 One iteration: a rollout of ``num_steps`` steps of ``num_envs`` environments (per step: the actor's
 forward pass, then one kernel each to sample the actions, step the environments and record the
-step; see :mod:`warpsci.rollout_kernels`; on CUDA, for one policy over environments of one agent,
-the whole rollout can be one launch with the actor inside: :mod:`warpsci.rollout_mlp`), values for the whole rollout in one critic pass (in
+step; see :mod:`warpsci.rollout_kernels`), values for the whole rollout in one critic pass (in
 slices where it would not fit in memory; a shared trunk's values come from the rollout's forward
 pass instead), GAE in one kernel, then the algorithm's update
 (:mod:`warpsci.ppo`, :mod:`warpsci.a2c`). The only host transfers are the metrics read once per
@@ -26,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from warpsci import distributed, kernel_cache, rollout_mlp
+from warpsci import distributed, kernel_cache
 from warpsci.checkpoint import (
     CheckpointError,
     load_latest_checkpoint,
@@ -314,10 +313,6 @@ class OnPolicyTrainer:
         step's sampling, environment step, recording and storing of the next observations are one
         kernel launch."""
         env = self.env
-        network = self.one_launch_network()
-        if network is not None:
-            self.single.kernels.policy_rollout(network, self.config.num_steps)
-            return
         one_launch = len(self.learners) == 1 and self.single.kernels.fuses_step
         for step in range(self.config.num_steps):
             # The one-launch step stores the next step's observations itself.
@@ -331,18 +326,6 @@ class OnPolicyTrainer:
             env.step_in_place()
             for learner in self.learners:
                 learner.kernels.record(step)
-
-    def one_launch_network(self) -> tuple | None:
-        """The actor's weights (Numba views) where the rollout runs as one launch
-        (``config.one_launch_rollout``, :meth:`warpsci.rollout_kernels.RolloutKernels.rollout_network`),
-        else None."""
-        choice = self.config.one_launch_rollout
-        if choice == "never" or len(self.learners) != 1:
-            return None
-        if choice == "auto" and self.env.num_envs > rollout_mlp.AUTO_MAX_ENVS:
-            return None
-        learner = self.single
-        return learner.kernels.rollout_network(learner.policy, masked=bool(learner.mask_width))
 
     def _act(self, learner: PolicyLearner, step: int, store_obs: bool = True) -> torch.Tensor:
         """Store the learner's observations (unless ``store_obs`` is False) and action masks at

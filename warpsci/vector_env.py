@@ -350,26 +350,6 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         except Exception as error:
             raise_named(self.definition.name, error)
 
-    def policy_rollout_in_place(
-        self,
-        drawer: Any,
-        sample_arguments: tuple,
-        recorder: Any,
-        record_arguments: tuple,
-        network: tuple,
-        observations: tuple,
-        num_steps: int,
-    ) -> None:
-        """A trainer's whole rollout in one launch (where :attr:`fuses_policy_step`, with a
-        two-hidden-layer tanh actor): :meth:`warpsci.backends.cuda.CudaKernels.policy_rollout`."""
-        try:
-            self._kernels.policy_rollout(
-                drawer, sample_arguments, recorder, record_arguments, network, observations, num_steps,
-                *self._step_arguments(), self._stream(),
-            )  # fmt: skip
-        except Exception as error:
-            raise_named(self.definition.name, error)
-
     def random_rollout(self, num_steps: int) -> RandomRolloutStats:
         """Advance every environment ``num_steps`` steps with uniform random actions, drawn inside
         the kernel: one launch for all the steps, nothing but the kernel's own work per step.

@@ -25,12 +25,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import numba
 import numpy as np
 from numba import cuda
 
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
-from warpsci import rollout_mlp
 from warpsci.backends.stages import KernelStages, Stage, agent_keys, make_kernel_stages, sequence
 from warpsci.environment import EnvironmentDefinition
 from warpsci.kernel_cache import cached_cuda_jit
@@ -159,44 +157,6 @@ class CudaKernels:
         kernel = _compile_policy_step(self.definition, sampler, recorder)
         run = (np.int64(seed), np.int64(max_episode_steps))
         kernel[self.grid, self.block, stream](state, params, buffers, run, sample_arguments, record_arguments)
-
-    def policy_rollout(
-        self,
-        drawer: Any,
-        sample_arguments: tuple,
-        recorder: Any,
-        record_arguments: tuple,
-        network: tuple,
-        observations: tuple,
-        num_steps: int,
-        state: Any,
-        params: Any,
-        buffers: Any,
-        seed: int,
-        max_episode_steps: int,
-        stream: Any = 0,
-    ) -> None:
-        """A trainer's whole rollout of ``num_steps`` steps in one launch, for environments of one
-        agent with a ``Linear, Tanh, Linear, Tanh, Linear`` actor (``network``: its
-        ``(w1, b1, w2, b2, w3, b3)``): per step and environment, its observation from
-        ``observations[0]`` (the env's, ``(envs, 1, n_in)``) into ``observations[1][step]`` (the
-        rollout's), the actor's output (:mod:`warpsci.rollout_mlp`, a warp per environment),
-        ``drawer(env, output, step, sample_arguments)`` (the action), the step, and
-        ``recorder(env, step, record_arguments)``. :mod:`warpsci.rollout_kernels` holds the drawers
-        and the recorder."""
-        if not self.fuses_policy_step:
-            raise ValueError("policy_rollout takes environments of one agent, each in one block")
-        kernel = _compile_policy_rollout(self.definition, drawer, recorder)
-        w1, _, w2, _, w3, _ = network
-        shared = rollout_mlp.shared_bytes(w1.shape[1], w1.shape[0], w2.shape[0], w3.shape[0])
-        envs_per_block = rollout_mlp.ENVS_PER_BLOCK
-        grid = (self.num_envs + envs_per_block - 1) // envs_per_block
-        block = (rollout_mlp.LANES, envs_per_block)
-        run = (np.int64(seed), np.int64(max_episode_steps))
-        kernel[grid, block, stream, shared](
-            state, params, buffers, run, network, observations, sample_arguments, record_arguments,
-            np.int64(num_steps),
-        )  # fmt: skip
 
     def random_steps(
         self,
@@ -329,54 +289,6 @@ def _compile_policy_step(definition: EnvironmentDefinition, sampler: Any, record
 
     label = f"{definition.name} step with the trainer's {sampler.__name__} and {recorder.__name__}"
     return cached_cuda_jit(policy_step_kernel, label=label)
-
-
-@functools.cache
-def _compile_policy_rollout(definition: EnvironmentDefinition, drawer: Any, recorder: Any):
-    """The kernel of :meth:`CudaKernels.policy_rollout`: blocks of ``(LANES, ENVS_PER_BLOCK)``
-    threads, a warp per environment; lane 0 samples, steps and records, the warp computes the actor."""
-    step_sequence = sequence(make_kernel_stages(definition).step, _device_function, _no_barrier)
-    lanes = rollout_mlp.LANES
-    load_actor, actor_forward = rollout_mlp.load_actor, rollout_mlp.actor_forward
-    observation_offset = rollout_mlp.observation_offset
-
-    def policy_rollout_kernel(
-        state, params, buffers, run, network, observations, sample_arguments, record_arguments, num_steps
-    ):  # fmt: skip
-        num_envs, num_agents = buffers.rewards.shape
-        env_obs, rollout_obs = observations
-        lane = np.uint32(cuda.threadIdx.x)
-        slot = np.uint32(cuda.threadIdx.y)
-        env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + slot)
-        live = env < num_envs
-        shared = cuda.shared.array(0, numba.float32)
-        width = np.uint32(cuda.blockDim.x)
-        load_actor(network, shared, slot * width + lane, width * np.uint32(cuda.blockDim.y))
-        observation = observation_offset(network, slot)
-        n_in = rollout_obs.shape[2]
-        n_out = network[4].shape[0]
-        keys = _keys(run[0], env, np.uint32(0))
-        for step in range(num_steps):
-            if live:
-                for feature in range(lane, n_in, lanes):
-                    value = env_obs[env, 0, feature]
-                    shared[observation + feature] = value
-                    rollout_obs[step, env, feature] = value
-            # Also orders the weights' copy, and the last step's results, before they are read.
-            cuda.syncthreads()
-            outputs = actor_forward(network, shared, slot, lane)
-            if lane == 0:
-                if live:
-                    drawer(env, shared[outputs : outputs + n_out], step, sample_arguments)
-                step_sequence(
-                    state, params, buffers, run, env, live, np.uint32(0), np.uint32(1), num_agents, keys
-                )
-                if live:
-                    recorder(env, step, record_arguments)
-            cuda.syncthreads()
-
-    label = f"{definition.name} rollout with the actor, {drawer.__name__} and {recorder.__name__}"
-    return cached_cuda_jit(policy_rollout_kernel, label=label)
 
 
 @functools.cache
