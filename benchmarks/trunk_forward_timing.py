@@ -47,15 +47,11 @@ def main() -> None:
             original = fused_mlp.TRUNK_CANDIDATES
             fused_mlp.TRUNK_CANDIDATES = (settings,)
             try:
+                name = f"trunk forward, kernel {settings.forward_rows} rows, {settings.warps} warps"
                 if fused_mlp.trunk_and_heads(trunk, heads, x) is None:
-                    print(
-                        f"trunk forward, kernel {settings.forward_rows} rows, {settings.warps} warps: does not fit"
-                    )
+                    print(f"{name}: does not fit")
                     continue
-                rate = timed(lambda: fused_mlp.trunk_and_heads(trunk, heads, x))
-                print(
-                    f"trunk forward, kernel {settings.forward_rows} rows, {settings.warps} warps: {rate:8.1f} us"
-                )
+                print(f"{name}: {timed(lambda: fused_mlp.trunk_and_heads(trunk, heads, x)):8.1f} us")
             finally:
                 fused_mlp.TRUNK_CANDIDATES = original
 
