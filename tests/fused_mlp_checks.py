@@ -8,9 +8,8 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import torch
-from torch import nn
 
-from warpsci.fused_mlp import can_fuse, fused_mlp, trunk_and_heads
+from warpsci.fused_mlp import can_fuse, fused_mlp
 from warpsci.networks import ActorCritic, mlp
 
 
@@ -47,62 +46,6 @@ def forward_and_gradients_match_float64() -> None:
             assert error < 1e-5, (
                 f"gradient of {name} differs by {error:.2e} for {(rows, n_in, hidden, n_out)}"
             )
-
-
-def trunk_and_heads_match_float64() -> None:
-    """A shared trunk's heads through one forward kernel (:func:`trunk_and_heads`) equal a float64
-    reference: WarpDrive's network (71 inputs, [256, 256] ReLU, 42 logits and a value), a first
-    hidden layer of 300 units (chunks of 64, the last one short) and a narrow tanh trunk; leading
-    dimensions kept. Not taken with gradients enabled, nor for other trunks."""
-    generator = torch.Generator().manual_seed(3)
-    cases = ((2, 50, 71, (256, 256), (42, 1), "relu"), (1, 37, 5, (300, 200), (7, 1), "relu"),
-             (3, 20, 6, (24, 40), (5, 1), "tanh"))  # fmt: skip
-    for lead, rows, n_in, (h1, h2), head_widths, activation in cases:
-        act = nn.ReLU if activation == "relu" else nn.Tanh
-        trunk = nn.Sequential(nn.Linear(n_in, h1), act(), nn.Linear(h1, h2), act())
-        heads = tuple(nn.Linear(h2, width) for width in head_widths)
-        with torch.no_grad():
-            for module in (trunk, *heads):
-                for parameter in module.parameters():
-                    parameter.copy_(
-                        torch.randn(parameter.shape, generator=generator) / parameter.shape[-1] ** 0.5
-                    )
-        x = torch.randn(lead, rows, n_in, generator=generator)
-        assert trunk_and_heads(trunk, heads, x, precision="ieee") is None, "taken with gradients enabled"
-        with torch.no_grad():
-            outputs = trunk_and_heads(trunk, heads, x, precision="ieee")
-            hidden = trunk.double()(x.double())
-            for head, out in zip(heads, outputs, strict=True):
-                expected = head.double()(hidden)
-                assert out.shape == (lead, rows, head.out_features), out.shape
-                error = _relative(out, expected)
-                assert error < 1e-5, (
-                    f"head of {head.out_features} differs by {error:.2e} for {(n_in, h1, h2)}"
-                )
-    with torch.no_grad():
-        wide = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 512), nn.ReLU())
-        assert trunk_and_heads(wide, (nn.Linear(512, 2),), torch.randn(3, 4)) is None, "second layer too wide"
-        mixed = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.Tanh())
-        assert trunk_and_heads(mixed, (nn.Linear(8, 2),), torch.randn(3, 4)) is None, "mixed activations"
-
-
-def shared_trunk_rollout_passes_equal_unfused() -> None:
-    """An ActorCritic with WarpDrive's shared ReLU trunk: its passes without gradients through the
-    trunk kernel (actor output and values, values alone) equal the unfused network's."""
-    space = gymnasium.spaces.MultiDiscrete([21, 21])
-    torch.manual_seed(0)
-    fused = ActorCritic(71, space, (256, 256), fused=True, activation="relu", shared_trunk=True)
-    plain = ActorCritic(71, space, (256, 256), fused=False, activation="relu", shared_trunk=True)
-    plain.load_state_dict(fused.state_dict())
-    obs = torch.randn(2, 33, 71)
-    with torch.no_grad():
-        torch.set_float32_matmul_precision("highest")  # the kernel in float32 ("ieee")
-        (out, value), (expected_out, expected_value) = fused.act_and_value(obs), plain.act_and_value(obs)
-        assert _relative(out, expected_out) < 1e-5 and _relative(value, expected_value) < 1e-5
-        assert _relative(fused.value(obs), plain.value(obs)) < 1e-5
-    import warpsci.fused_mlp as module
-
-    assert any(key[0] == "trunk" for key in module._CHOSEN), "the trunk kernel was not used"
 
 
 def _shrink(out: torch.Tensor, expected: torch.Tensor, bias: torch.Tensor) -> float:
@@ -428,8 +371,6 @@ def loss_gradients_equal_autograd(
 
 CHECKS = (
     forward_and_gradients_match_float64,
-    trunk_and_heads_match_float64,
-    shared_trunk_rollout_passes_equal_unfused,
     rounded_tf32_is_unbiased,
     leading_dimensions_are_kept,
     only_supported_networks_are_fused,

@@ -244,12 +244,10 @@ def _padded(width: int) -> int:
 
 
 def _forward(
-    x, w1, b1, w2, b2, w3, b3, precision: str, settings: LaunchSettings | None = None,
-    activation: str = "tanh", chunk: int = 0,
-) -> torch.Tensor:  # fmt: skip
+    x, w1, b1, w2, b2, w3, b3, precision: str, settings: LaunchSettings | None = None
+) -> torch.Tensor:
     """``rows x n_out`` outputs of the network on the contiguous ``rows x n_in`` float32 ``x``, with
-    ``settings`` (default: :func:`chosen_settings`); ``activation`` ``"tanh"`` or ``"relu"``,
-    ``chunk``: units of the first hidden layer per step (0: all at once; see the kernel)."""
+    ``settings`` (default: :func:`chosen_settings`)."""
     x = x.contiguous()
     rows, width_in = x.shape
     settings = settings or _settings(x, w1, w2, w3, precision)
@@ -259,87 +257,9 @@ def _forward(
         x, w1, b1, w2, b2, w3, b3, out, rows,
         width_in, w1.shape[0], w2.shape[0], w3.shape[0],
         _padded(width_in), _padded(w1.shape[0]), _padded(w2.shape[0]), _padded(w3.shape[0]),
-        settings.forward_rows, resolved_precision(precision), activation, chunk, num_warps=settings.warps,
+        settings.forward_rows, resolved_precision(precision), num_warps=settings.warps,
     )  # fmt: skip
     return out
-
-
-#: Limits of :func:`trunk_and_heads`: the input and the second hidden layer are held whole (widths
-#: up to 256), the first hidden layer goes in chunks of 64 units (up to 1,024), the heads' outputs
-#: together up to :data:`MAX_WIDTH`.
-TRUNK_MAX_WIDTH = 256
-TRUNK_MAX_FIRST_HIDDEN = 1024
-TRUNK_CHUNK = 64
-#: Launch settings of the trunk's forward pass, preferred first (the first that fits the device's
-#: shared memory is used; only ``forward_rows`` and ``warps`` matter).
-TRUNK_CANDIDATES = (
-    LaunchSettings(forward_rows=64, backward_rows=64, backward_stages=1, warps=8),
-    LaunchSettings(forward_rows=32, backward_rows=32, backward_stages=1),
-    SMALLEST,
-)
-#: The activations :func:`trunk_and_heads` fuses, by module class.
-_TRUNK_ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
-
-
-def trunk_layers(trunk: nn.Module) -> tuple[nn.Linear, nn.Linear, str] | None:
-    """The two Linear layers of a ``Linear, activation, Linear, activation`` Sequential (Tanh or
-    ReLU, the same twice) and the activation's name, or None."""
-    if not isinstance(trunk, nn.Sequential) or len(trunk) != 4:
-        return None
-    first, act1, second, act2 = trunk
-    if type(first) is not nn.Linear or type(second) is not nn.Linear or type(act1) is not type(act2):
-        return None
-    activation = _TRUNK_ACTIVATIONS.get(type(act1))
-    if activation is None or first.bias is None or second.bias is None:
-        return None
-    return first, second, activation
-
-
-def trunk_and_heads(
-    trunk: nn.Module, heads: tuple[nn.Linear, ...], x: torch.Tensor, precision: str | None = None
-) -> tuple[torch.Tensor, ...] | None:
-    """Each of ``heads`` (Linear layers) on ``trunk(x)`` (:func:`trunk_layers`), computed in one launch
-    of the forward kernel with the heads' weights stacked as its last layer, so that neither hidden
-    layer is written to memory; for passes without gradients (the rollout's, with WarpDrive's
-    shared trunk). None where it does not apply: gradients enabled, not on CUDA (nor the
-    interpreter), other layers, widths beyond :data:`TRUNK_MAX_WIDTH`, or no launch setting fits.
-    Outputs keep ``x``'s leading dimensions."""
-    on_device = x.is_cuda or (interpreting() and x.device.type == "cpu")
-    if torch.is_grad_enabled() or not on_device or x.dtype != torch.float32 or x.numel() == 0:
-        return None
-    layers = trunk_layers(trunk)
-    if layers is None or not triton_available():
-        return None
-    if any(type(head) is not nn.Linear or head.bias is None for head in heads):
-        return None
-    first, second, activation = layers
-    widths = [head.out_features for head in heads]
-    if (
-        x.shape[-1] != first.in_features
-        or max(first.in_features, second.out_features) > TRUNK_MAX_WIDTH
-        or first.out_features > TRUNK_MAX_FIRST_HIDDEN
-        or sum(widths) > MAX_WIDTH
-    ):
-        return None
-    rows = x.reshape(-1, x.shape[-1]).contiguous()
-    w3 = torch.cat([head.weight for head in heads])
-    b3 = torch.cat([head.bias for head in heads])
-    weights = (first.weight, first.bias, second.weight, second.bias, w3, b3)
-    precision = resolved_precision(precision or "default")
-    chunk = min(TRUNK_CHUNK, _padded(first.out_features))
-
-    def launch(settings: LaunchSettings) -> None:
-        _forward(rows[:0], *weights, precision, settings, activation, chunk)
-
-    key = ("trunk", *padded_shape_key(rows, first.weight, second.weight, w3), activation, precision)
-    settings = probe_settings(key, TRUNK_CANDIDATES, launch)
-    if settings is None:
-        return None
-    out = _forward(rows, *weights, precision, settings, activation, chunk)
-    return tuple(
-        part.reshape(*x.shape[:-1], width)
-        for part, width in zip(out.split(widths, dim=-1), widths, strict=True)
-    )
 
 
 def _weight_grads(

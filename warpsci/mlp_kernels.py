@@ -58,58 +58,22 @@ def load_bias(b, n, N_P: tl.constexpr):
 
 
 @triton.jit
-def activate(z, ACTIVATION: tl.constexpr):
-    """The hidden layers' activation: ``"tanh"`` or ``"relu"``."""
-    if ACTIVATION == "relu":
-        return tl.maximum(z, 0.0)
-    else:
-        return tanh(z)
-
-
-@triton.jit
 def forward(
     x, w1, b1, w2, b2, w3, b3, out, rows,
     n_in, n_h1, n_h2, n_out,
     IN_P: tl.constexpr, H1_P: tl.constexpr, H2_P: tl.constexpr, OUT_P: tl.constexpr,
-    BLOCK: tl.constexpr, PRECISION: tl.constexpr, ACTIVATION: tl.constexpr = "tanh",
-    CHUNK: tl.constexpr = 0,
+    BLOCK: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
-    """``Linear, activation, Linear, activation, Linear`` over ``BLOCK`` rows per program. The first
-    hidden layer goes in chunks of ``CHUNK`` units (0: whole), each chunk's activations added into
-    the second layer's products at once, so that a wide network's first hidden layer and second
-    weight matrix are never held whole (WarpDrive's [256, 256])."""
     row = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     live = row < rows
     k = tl.arange(0, IN_P)
     inputs = tl.load(
         x + row[:, None] * n_in + k[None, :], mask=live[:, None] & (k[None, :] < n_in), other=0.0
     )
-    if CHUNK == 0:
-        h1 = activate(
-            mm(inputs, load_transposed(w1, n_in, n_h1, IN_P, H1_P), PRECISION)
-            + load_bias(b1, n_h1, H1_P)[None, :],
-            ACTIVATION,
-        )
-        h2 = mm(h1, load_transposed(w2, n_h1, n_h2, H1_P, H2_P), PRECISION)
-    else:
-        n2 = tl.arange(0, H2_P)
-        h2 = tl.zeros((BLOCK, H2_P), tl.float32)
-        for start in tl.static_range(0, H1_P, CHUNK):
-            unit = start + tl.arange(0, CHUNK)
-            w1_chunk = tl.load(
-                w1 + unit[None, :] * n_in + k[:, None],
-                mask=(k[:, None] < n_in) & (unit[None, :] < n_h1),
-                other=0.0,
-            )
-            bias1 = tl.load(b1 + unit, mask=unit < n_h1, other=0.0)
-            h1 = activate(mm(inputs, w1_chunk, PRECISION) + bias1[None, :], ACTIVATION)
-            w2_chunk = tl.load(
-                w2 + n2[None, :] * n_h1 + unit[:, None],
-                mask=(unit[:, None] < n_h1) & (n2[None, :] < n_h2),
-                other=0.0,
-            )
-            h2 += mm(h1, w2_chunk, PRECISION)
-    h2 = activate(h2 + load_bias(b2, n_h2, H2_P)[None, :], ACTIVATION)
+    h1 = mm(inputs, load_transposed(w1, n_in, n_h1, IN_P, H1_P), PRECISION)
+    h1 = tanh(h1 + load_bias(b1, n_h1, H1_P)[None, :])
+    h2 = mm(h1, load_transposed(w2, n_h1, n_h2, H1_P, H2_P), PRECISION)
+    h2 = tanh(h2 + load_bias(b2, n_h2, H2_P)[None, :])
     y = mm(h2, load_transposed(w3, n_h2, n_out, H2_P, OUT_P), PRECISION)
     y = y + load_bias(b3, n_out, OUT_P)[None, :]
     n = tl.arange(0, OUT_P)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from warpsci.fused_mlp import can_fuse, fused_mlp, trunk_and_heads
+from warpsci.fused_mlp import can_fuse, fused_mlp
 from warpsci.normalization import ObservationNormalizer
 from warpsci.sampling import (
     MASKED_LOGIT,
@@ -213,12 +213,7 @@ class ActorCritic(nn.Module):
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, shaped ``obs.shape[:-1]``."""
-        features = self.normalize(obs)
-        if self.shared_trunk and self.fused and not self.bf16:
-            fused = trunk_and_heads(self.critic[0], (self.critic[1],), features)
-            if fused is not None:
-                return fused[0].squeeze(-1)
-        return self._run(self.critic, features).squeeze(-1)
+        return self._run(self.critic, self.normalize(obs)).squeeze(-1)
 
     def rollout_values(self, obs: torch.Tensor) -> torch.Tensor:
         """:meth:`value` of a rollout's observations ``(steps, rows, obs_size)``, in slices of steps
@@ -234,11 +229,6 @@ class ActorCritic(nn.Module):
         """The actor's raw output and the values of normalised observations, the trunk run once
         when it is shared."""
         if self.shared_trunk:
-            if self.fused and not self.bf16:
-                # Without gradients (the rollout's passes): the trunk and both heads in one kernel.
-                fused = trunk_and_heads(self.actor[0], (self.actor[1], self.critic[1]), features)
-                if fused is not None:
-                    return fused[0], fused[1].squeeze(-1)
             hidden = self._run(self.actor[0], features)
             return self._run(self.actor[1], hidden), self._run(self.critic[1], hidden).squeeze(-1)
         return self._run(self.actor, features), self._run(self.critic, features).squeeze(-1)
