@@ -650,31 +650,33 @@ def comes_after(gap, other, than_gap, than_other):
 @agent_function
 def clear_nearest(gaps, ids, slots):
     """Empty the ``slots`` places of a k-nearest list (infinitely far, :data:`NO_AGENT`); returns
-    the place of its farthest entry (any, all being alike)."""
+    its farthest entry as :func:`offer_nearest` takes it: ``(place, distance, id)``."""
     for place in range(slots):
         gaps[place] = np.float32(np.inf)
         ids[place] = NO_AGENT
-    return 0
+    return 0, np.float32(np.inf), NO_AGENT
 
 
 @agent_function
 def offer_nearest(gaps, ids, slots, farthest, gap, other):
     """Keep ``other`` (int32) at distance ``gap`` in the k-nearest list (``gaps`` and ``ids``,
-    ``slots`` places, unordered) if it comes before the farthest kept, at place ``farthest``, whose
-    place it takes; returns the place of the new farthest. The farthest is found again by a pass
-    over every place, the same ``slots`` steps for every thread: an insertion-sorted list, which
-    shifted each thread's entries by its own count, left a warp's threads mostly idle (H100,
+    ``slots`` places, unordered) if it comes before the farthest kept, ``farthest`` = ``(place,
+    distance, id)``, whose place it takes; returns the new farthest. The farthest is found again by
+    a pass over every place, the same ``slots`` steps for every thread: an insertion-sorted list,
+    which shifted each thread's entries by its own count, left a warp's threads mostly idle (H100,
     2,000 x 110 agents, k = 10: 4 of 27 busy in that loop on average, 54% of an observed step's
-    instructions)."""
-    if not comes_after(gaps[farthest], ids[farthest], gap, other):
+    instructions). The farthest's distance and id travel with its place, so that the common
+    case, a candidate farther than all kept, reads nothing from the list."""
+    place, worst_gap, worst_id = farthest
+    if not comes_after(worst_gap, worst_id, gap, other):
         return farthest
-    gaps[farthest] = gap
-    ids[farthest] = other
+    gaps[place] = gap
+    ids[place] = other
     worst_gap, worst_id = gap, other
-    for place in range(slots):
-        if comes_after(gaps[place], ids[place], worst_gap, worst_id):
-            farthest, worst_gap, worst_id = place, gaps[place], ids[place]
-    return farthest
+    for index in range(slots):
+        if comes_after(gaps[index], ids[index], worst_gap, worst_id):
+            place, worst_gap, worst_id = index, gaps[index], ids[index]
+    return place, worst_gap, worst_id
 
 
 @agent_function
