@@ -1,12 +1,11 @@
-# The next H100 lease for issues 18 and 12, from the repository root with OUT set, calls of under
-# 10 minutes each: PART=1 (one-launch loss heads: GPU test, sweep, phases against the compiled
-# autograd loss), PART=2 (end to end at 2K and 1M, Tag gridworld end to end, time to solve), PART=3
-# (the learning tests on the GPU), PART=4 (issue 12's nearest-neighbour searches). gymnasium and
-# pettingzoo must be installed there first (wheels carried in .whl, as the device README says).
-# The 4 x H200 lease of 2026-11-26 ran PART=1 and PART=2's first lines on an H200 (BENCHMARKS.md);
-# still unmeasured: PART=1 on an H100 (with the one-kernel epoch shuffle, RowShuffle, built after),
-# Tag gridworld end to end with A2C's loss in the kernels (619K with the autograd loss), the time
-# to solve with one launch, PART=3 and PART=4.
+# H100 checks for issues 18 and 12, from the repository root with OUT set, calls of under 10
+# minutes each: PART=0 (what was built without a GPU: the epoch shuffle's GPU test and phases, Tag
+# continuous's parity and searches), PART=1 (loss heads: GPU test, sweep, phases against the
+# compiled autograd loss), PART=2 (end to end at 2K and 1M, Tag gridworld end to end, time to
+# solve), PART=3 (the learning tests on the GPU), PART=4 (issue 12's nearest-neighbour searches and
+# Tag continuous end to end). gymnasium and pettingzoo must be installed there first (wheels carried
+# in .whl, as the device README says). PARTs 0, 2, 3 and 4 ran on an H100 on 2026-11-26, PART=1 on
+# an H200 that day (BENCHMARKS.md).
 set -u
 mkdir -p "$OUT"
 if [ "${PART:-1}" = 0 ]; then
