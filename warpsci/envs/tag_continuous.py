@@ -650,33 +650,40 @@ def comes_after(gap, other, than_gap, than_other):
 @agent_function
 def clear_nearest(gaps, ids, slots):
     """Empty the ``slots`` places of a k-nearest list (infinitely far, :data:`NO_AGENT`); returns
-    its farthest entry as :func:`offer_nearest` takes it: ``(place, distance, id)``."""
+    its state as :func:`offer_nearest` takes it."""
     for place in range(slots):
         gaps[place] = np.float32(np.inf)
         ids[place] = NO_AGENT
-    return 0, np.float32(np.inf), NO_AGENT
+    return np.uint32(0), np.float32(np.inf), NO_AGENT, np.uint32(0)
 
 
 @agent_function
 def offer_nearest(gaps, ids, slots, farthest, gap, other):
     """Keep ``other`` (int32) at distance ``gap`` in the k-nearest list (``gaps`` and ``ids``,
-    ``slots`` places, unordered) if it comes before the farthest kept, ``farthest`` = ``(place,
-    distance, id)``, whose place it takes; returns the new farthest. The farthest is found again by
-    a pass over every place, the same ``slots`` steps for every thread: an insertion-sorted list,
-    which shifted each thread's entries by its own count, left a warp's threads mostly idle (H100,
-    2,000 x 110 agents, k = 10: 4 of 27 busy in that loop on average, 54% of an observed step's
-    instructions). The farthest's distance and id travel with its place, so that the common
-    case, a candidate farther than all kept, reads nothing from the list."""
-    place, worst_gap, worst_id = farthest
+    ``slots`` places, unordered) if it comes before the farthest kept, whose place it takes.
+    ``farthest`` = ``(place, distance, id, filled)``: the farthest entry (an empty place while
+    ``filled`` < ``slots``; the places fill in order) and how many places hold an agent; returns the
+    new one. Once the list is full the farthest is found again by a pass over every place, the same
+    ``slots`` steps for every thread: an insertion-sorted list, which shifted each thread's entries
+    by its own count, left a warp's threads mostly idle (H100, 2,000 x 110 agents, k = 10: 4 of 27
+    busy in that loop on average, 54% of an observed step's instructions). The farthest's distance
+    and id travel with its place, so that a candidate farther than every kept one reads nothing
+    from the list; places are uint32 (signed indices cost a wrap-around check each)."""
+    place, worst_gap, worst_id, filled = farthest
     if not comes_after(worst_gap, worst_id, gap, other):
         return farthest
     gaps[place] = gap
     ids[place] = other
+    if filled + np.uint32(1) < slots:
+        following = np.uint32(filled + 1)
+        return following, np.float32(np.inf), NO_AGENT, following
     worst_gap, worst_id = gap, other
-    for index in range(slots):
+    index = np.uint32(0)
+    while index < slots:
         if comes_after(gaps[index], ids[index], worst_gap, worst_id):
             place, worst_gap, worst_id = index, gaps[index], ids[index]
-    return place, worst_gap, worst_id
+        index = np.uint32(index + 1)
+    return place, worst_gap, worst_id, slots
 
 
 @agent_function
@@ -705,14 +712,15 @@ def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids):
     in (distance, id) order, found in one pass over them into ``gaps`` and ``ids`` (the
     observer's thread-local arrays of at least ``slots``). Returns how many were found."""
     observer = np.int32(agent)  # int32 against int32: a mixed comparison goes through float64
-    farthest = clear_nearest(gaps, ids, slots)
+    places = np.uint32(slots)
+    farthest = clear_nearest(gaps, ids, places)
     for row in range(y0, y1 + 1):
         base = row * params.grid_cells
         for index in range(state.cell_start[env, base + x0], state.cell_start[env, base + x1 + 1]):
             other = np.int32(state.cell_agents[env, index])
             if other != observer:
                 gap = distance(state, env, agent, other)
-                farthest = offer_nearest(gaps, ids, slots, farthest, gap, other)
+                farthest = offer_nearest(gaps, ids, places, farthest, gap, other)
     return sort_nearest(gaps, ids, slots)
 
 
@@ -773,11 +781,12 @@ def observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids
     """``observe_nearest`` without a grid: one pass over every agent in the game, ``O(N)``, keeping
     the ``slots`` nearest in the observer's thread-local ``gaps`` and ``ids``."""
     observer = np.int32(agent)
-    farthest = clear_nearest(gaps, ids, slots)
+    places = np.uint32(slots)
+    farthest = clear_nearest(gaps, ids, places)
     for index in range(state.x.shape[1]):
         other = np.int32(index)
         if other != observer and state.in_game_before[env, other] == 1:
-            farthest = offer_nearest(gaps, ids, slots, farthest, distance(state, env, agent, other), other)
+            farthest = offer_nearest(gaps, ids, places, farthest, distance(state, env, agent, other), other)
     write_nearest(state, params, obs, env, agent, ids, sort_nearest(gaps, ids, slots), slots)
 
 
