@@ -507,8 +507,14 @@ def sort_and_collect(state, params, actions, env, agent, key):
 @agent_function
 def distance(state, env, first, second):
     """Float32 Euclidean distance between two agents (squared differences of float32 positions)."""
-    dx = state.x[env, first] - state.x[env, second]
-    dy = state.y[env, first] - state.y[env, second]
+    return gap_between(state.x[env, first], state.y[env, first], state.x[env, second], state.y[env, second])
+
+
+@agent_function
+def gap_between(x0, y0, x1, y1):
+    """:func:`distance`'s arithmetic on two float32 points: the one definition both use."""
+    dx = x0 - x1
+    dy = y0 - y1
     return np.float32(math.sqrt(dx * dx + dy * dy))
 
 
@@ -714,13 +720,18 @@ def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids):
     observer = np.int32(agent)  # int32 against int32: a mixed comparison goes through float64
     places = np.uint32(slots)
     farthest = clear_nearest(gaps, ids, places)
+    # The environment's rows, and uint32 indices into them: signed ones cost a wrap-around check.
+    xs, ys, filed, starts = state.x[env], state.y[env], state.cell_agents[env], state.cell_start[env]
+    x, y = xs[agent], ys[agent]
     for row in range(y0, y1 + 1):
         base = row * params.grid_cells
-        for index in range(state.cell_start[env, base + x0], state.cell_start[env, base + x1 + 1]):
-            other = np.int32(state.cell_agents[env, index])
+        index, end = np.uint32(starts[base + x0]), np.uint32(starts[base + x1 + 1])
+        while index < end:
+            other = np.int32(filed[index])
             if other != observer:
-                gap = distance(state, env, agent, other)
+                gap = gap_between(x, y, xs[np.uint32(other)], ys[np.uint32(other)])
                 farthest = offer_nearest(gaps, ids, places, farthest, gap, other)
+            index = np.uint32(index + 1)
     return sort_nearest(gaps, ids, slots)
 
 
@@ -780,13 +791,19 @@ def observe_nearest(state, params, obs, env, agent, slots, gaps, ids):
 def observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids):
     """``observe_nearest`` without a grid: one pass over every agent in the game, ``O(N)``, keeping
     the ``slots`` nearest in the observer's thread-local ``gaps`` and ``ids``."""
-    observer = np.int32(agent)
+    observer = np.uint32(agent)
     places = np.uint32(slots)
     farthest = clear_nearest(gaps, ids, places)
-    for index in range(state.x.shape[1]):
-        other = np.int32(index)
-        if other != observer and state.in_game_before[env, other] == 1:
-            farthest = offer_nearest(gaps, ids, places, farthest, distance(state, env, agent, other), other)
+    # The environment's rows, and uint32 indices into them: signed ones cost a wrap-around check.
+    xs, ys, playing = state.x[env], state.y[env], state.in_game_before[env]
+    x, y = xs[observer], ys[observer]
+    count = np.uint32(xs.shape[0])
+    other = np.uint32(0)
+    while other < count:
+        if other != observer and playing[other] == 1:
+            gap = gap_between(x, y, xs[other], ys[other])
+            farthest = offer_nearest(gaps, ids, places, farthest, gap, np.int32(other))
+        other = np.uint32(other + 1)
     write_nearest(state, params, obs, env, agent, ids, sort_nearest(gaps, ids, slots), slots)
 
 
