@@ -717,7 +717,8 @@ def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids):
     """The ``slots`` nearest others among the agents filed in the cells ``[x0, x1] x [y0, y1]``,
     in (distance, id) order, found in one pass over them into ``gaps`` and ``ids`` (the
     observer's thread-local arrays of at least ``slots``). Returns how many were found."""
-    observer = np.int32(agent)  # int32 against int32: a mixed comparison goes through float64
+    # The walker may hand the agent as uint64: against a signed id Numba compares through float64.
+    observer = np.int32(agent)
     places = np.uint32(slots)
     farthest = clear_nearest(gaps, ids, places)
     # The environment's rows, and uint32 indices into them: signed ones cost a wrap-around check.
