@@ -30,9 +30,16 @@ cuda.current_context()
 mark("CUDA context (numba)")
 env = warpsci.make("CartPole-v1", num_envs=32, device="cuda", copy=False, check_actions=False)
 mark("environment built")
+import cProfile  # noqa: E402
+import pstats  # noqa: E402
+
+profiler = cProfile.Profile()
+profiler.enable()
 env.reset()
 torch.cuda.synchronize()
+profiler.disable()
 mark("reset kernel loaded and run")
+pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
 env.step_in_place()
 torch.cuda.synchronize()
 mark("step kernel loaded and run")
@@ -41,8 +48,6 @@ from warpsci.cli import preset  # noqa: E402
 from warpsci.config import TrainConfig  # noqa: E402
 
 config = TrainConfig.from_dict({**preset("CartPole-v1"), "device": "cuda", "checkpoint_every": 0})
-import cProfile  # noqa: E402
-import pstats  # noqa: E402
 
 profiler = cProfile.Profile()
 profiler.enable()
@@ -54,10 +59,15 @@ trainer.env.reset()
 torch.cuda.synchronize()
 mark("trainer env reset")
 for label in ("iteration 1 (eager warm-up)", "iteration 2 (capture)", "iteration 3 (replay)"):
+    profiler = cProfile.Profile()
+    profiler.enable()
     trainer.rollout_and_advantages()
     trainer.run_update()
     torch.cuda.synchronize()
+    profiler.disable()
     mark(label)
+    if label.startswith("iteration 1"):
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
 import sys  # noqa: E402
 
 print(f"  torch._dynamo imported: {'torch._dynamo' in sys.modules}")
