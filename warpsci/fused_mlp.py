@@ -50,7 +50,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import threading
 from collections.abc import Callable
 
 import torch
@@ -153,25 +152,6 @@ def probe_settings(
 
 #: Widest input, hidden layer or output the kernels take (the weights live in registers).
 MAX_WIDTH = 128
-
-
-def warm_up_triton_in_background() -> None:
-    """Import Triton and compute its disk cache's key in a daemon thread, so that a run's first
-    fused kernel finds both done. The key hashes Triton's own library once per process, on the
-    first kernel launch: 0.42 s of a Cartpole run's first iteration on the H100 host, and
-    importing Triton 0.33 s more (2026-11-26). Started while the environment is being built, the
-    hashing (which releases the GIL) overlaps it. Where Triton is missing or its internals differ
-    the thread does nothing: the first launch then pays as before."""
-
-    def warm() -> None:
-        try:
-            from triton.runtime.cache import triton_key
-
-            triton_key()
-        except Exception:  # noqa: BLE001 - a warm-up only; the kernels' own import reports problems
-            pass
-
-    threading.Thread(target=warm, name="warpsci-triton-warm-up", daemon=True).start()
 
 
 @functools.cache

@@ -33,7 +33,6 @@ from warpsci.checkpoint import (
     save_run_checkpoint,
 )
 from warpsci.config import TrainConfig
-from warpsci.fused_mlp import warm_up_triton_in_background
 from warpsci.graphs import GraphReplay
 from warpsci.learner import PolicyLearner, set_learning_rate
 from warpsci.networks import ActorCritic
@@ -89,8 +88,6 @@ class OnPolicyTrainer:
     def __init__(self, config: TrainConfig, run_dir: str | Path | None = None) -> None:
         self.config = config
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        if config.fused_mlp and str(config.device).startswith("cuda"):
-            warm_up_triton_in_background()
         self.processes = distributed.setup(config.device)
         if self.processes.active:
             config.env_params = agreed_env_params(config, self.processes)
