@@ -39,9 +39,8 @@ copies the grid of the start positions, computed once on the host. The search
 distance by theirs, and keeps the k nearest (distance, id) of the cells within that bound in one
 pass (a list of k that replaces its farthest entry, sorted once at the end, in the observer's
 thread-local memory, :mod:`warpsci.local_arrays`; so the grid holds k <= :data:`MAX_NEAREST`):
-exactly the brute
-force's choice and order (``observe_nearest_by_scan``, k passes over all ``N``), from one pass over
-a few ``k`` agents.
+exactly the brute force's choice and order (``observe_nearest_by_scan``, k passes over all ``N``),
+from one pass over a few ``k`` agents.
 
 Set-up, as the reference's section 9.1: ``np.random.RandomState(seed)`` draws the tagger ids
 (``choice(N, n_t, replace=False)``), then unless given the start ``x`` (``L * rand(N)``), the start
@@ -693,10 +692,12 @@ def offer_nearest(gaps, ids, slots, farthest, gap, other):
 
 
 @agent_function
-def sort_nearest(gaps, ids, slots):
-    """Order the k-nearest list by (distance, id), nearest first (insertion sort, once per
-    observer); returns how many places hold an agent."""
-    for place in range(1, slots):
+def sort_nearest(gaps, ids, farthest):
+    """Order the k-nearest list by (distance, id), nearest first (insertion sort of its filled
+    places, once per observer); ``farthest``: :func:`offer_nearest`'s state. Returns how many
+    places hold an agent."""
+    filled = farthest[3]
+    for place in range(1, filled):
         gap, other = gaps[place], ids[place]
         position = place
         while position > 0 and comes_after(gaps[position - 1], ids[position - 1], gap, other):
@@ -705,11 +706,7 @@ def sort_nearest(gaps, ids, slots):
             position -= 1
         gaps[position] = gap
         ids[position] = other
-    found = 0
-    for place in range(slots):
-        if ids[place] != NO_AGENT:
-            found += 1
-    return found
+    return filled
 
 
 @agent_function
@@ -733,7 +730,7 @@ def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids):
                 gap = gap_between(x, y, xs[np.uint32(other)], ys[np.uint32(other)])
                 farthest = offer_nearest(gaps, ids, places, farthest, gap, other)
             index = np.uint32(index + 1)
-    return sort_nearest(gaps, ids, slots)
+    return sort_nearest(gaps, ids, farthest)
 
 
 @agent_function
@@ -805,7 +802,7 @@ def observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids
             gap = gap_between(x, y, xs[other], ys[other])
             farthest = offer_nearest(gaps, ids, places, farthest, gap, np.int32(other))
         other = np.uint32(other + 1)
-    write_nearest(state, params, obs, env, agent, ids, sort_nearest(gaps, ids, slots), slots)
+    write_nearest(state, params, obs, env, agent, ids, sort_nearest(gaps, ids, farthest), slots)
 
 
 @agent_function
