@@ -92,3 +92,15 @@ def test_kernel_cache_is_outside_the_package(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert kernel_cache_dir() == tmp_path / "xdg" / "warpsci" / "kernels"
     assert Path(warpsci.__file__).parent not in kernel_cache_dir().parents
+
+
+def test_state_fields_lay_out_agents_first_or_last():
+    """A per-agent field is ``(envs, agents, *shape)``, or with ``agents_last`` ``(envs, *shape,
+    agents)``; a per-environment field ``(envs, *shape)``. ``agents_last`` asks for a per-agent
+    field with entries."""
+    assert warpsci.StateField("a", np.int32, shape=(4,)).full_shape(2, 3) == (2, 3, 4)
+    assert warpsci.StateField("a", np.int32, shape=(4,), agents_last=True).full_shape(2, 3) == (2, 4, 3)
+    assert warpsci.StateField("a", np.int32, shape=(4,), per_agent=False).full_shape(2, 3) == (2, 4)
+    for settings in ({"shape": (4,), "per_agent": False}, {"shape": ()}):
+        with pytest.raises(ValueError, match="'a': agents_last needs a per-agent field with a shape"):
+            warpsci.StateField("a", np.int32, agents_last=True, **settings)

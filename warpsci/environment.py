@@ -108,17 +108,32 @@ class StateField:
         shape: Trailing shape per agent (or per environment); ``()`` for a scalar. Default ``()``.
         per_agent: If True (default) the array is ``(num_envs, num_agents, *shape)``, else
             ``(num_envs, *shape)``.
+        agents_last: A per-agent array laid out ``(num_envs, *shape, num_agents)``: entry ``i``
+            of every agent side by side (``state.hints[env, i, agent]``), so that a warp of agents
+            reading or writing entry ``i`` at once touches consecutive words, where with the
+            agents first each thread touches a cache line of its own. Default False.
     """
 
     name: str
     dtype: Any
     shape: tuple[int, ...] = ()
     per_agent: bool = True
+    agents_last: bool = False
+
+    def __post_init__(self) -> None:
+        if self.agents_last and not (self.per_agent and self.shape):
+            raise ValueError(
+                f"state field {self.name!r}: agents_last needs a per-agent field with a shape "
+                f"(an agent's entries), got per_agent={self.per_agent}, shape={self.shape}"
+            )
 
     def full_shape(self, num_envs: int, num_agents: int) -> tuple[int, ...]:
         """Array shape for ``num_envs`` environments of ``num_agents`` agents."""
-        leading = (num_envs, num_agents) if self.per_agent else (num_envs,)
-        return leading + tuple(self.shape)
+        if not self.per_agent:
+            return (num_envs, *self.shape)
+        if self.agents_last:
+            return (num_envs, *self.shape, num_agents)
+        return (num_envs, num_agents, *self.shape)
 
 
 @dataclasses.dataclass(frozen=True)

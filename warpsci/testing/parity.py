@@ -237,7 +237,7 @@ def _first_divergence(cpu, gpu, step: int, atol: float, report: ParityReport) ->
                 bad = expected != actual
             if np.any(bad):
                 index = np.argwhere(bad)[0]
-                agent = int(index[1]) if expected.ndim >= 2 and _per_agent(group, name, cpu) else None
+                agent = _agent_of(index, group, name, cpu) if expected.ndim >= 2 else None
                 return Divergence(
                     step=step,
                     field=f"{group}.{name}",
@@ -249,11 +249,16 @@ def _first_divergence(cpu, gpu, step: int, atol: float, report: ParityReport) ->
     return None
 
 
-def _per_agent(group: str, name: str, runner) -> bool:
+def _agent_of(index: np.ndarray, group: str, name: str, runner) -> int | None:
+    """The agent an array entry belongs to (``index``: the entry's), None for a per-environment
+    array."""
     if group == "buffers":
-        return name not in ("terminated", "truncated", "elapsed", "tick", "final_length")
+        per_environment = name in ("terminated", "truncated", "elapsed", "tick", "final_length")
+        return None if per_environment else int(index[1])
     field = next(f for f in runner.definition.state_fields if f.name == name)
-    return field.per_agent
+    if not field.per_agent:
+        return None
+    return int(index[-1]) if field.agents_last else int(index[1])
 
 
 def _compare_in_simulator(definition: EnvironmentDefinition, params: Any, settings: dict) -> ParityReport:
