@@ -2,7 +2,8 @@
 
 Run on a machine with a CUDA GPU:  python benchmarks/tag_continuous_grid.py OUT_DIR [parts]
 (parts: parity, env; default both; ``grid``: the GPU grid-against-scan check and the grid's
-env-only rows only; ``cpu``: the env-only rows on the CPU backend, smaller, on any machine).
+env-only rows only; ``observed``: the three rows observed every step (scan and grid at 110
+agents, grid at 1,000); ``cpu``: the env-only rows on the CPU backend, smaller, on any machine).
 Prints a small table; writes OUT_DIR/tag_continuous_grid.json.
 
 1. ``check_parity`` (CUDA against the CPU backend after every step, every state array and buffer,
@@ -238,6 +239,9 @@ def main(out_dir: str, parts: tuple[str, ...]) -> None:
         ]
         if "env" in parts:  # grid density at 2,000 x 1,000, every step observed (default: 2 a cell)
             cases += [("grid", 2000, 990, 20, "observed", density) for density in (1.0, 4.0)]
+    if "observed" in parts:  # every step observed, as training steps: the rows of the goals
+        cases = [("scan", 2000, 100, 100, "observed"), ("grid", 2000, 100, 100, "observed"),
+                 ("grid", 2000, 990, 20, "observed")]  # fmt: skip
     if "cpu" in parts:  # the CPU backend at sizes a few cores step in seconds
         cases = [
             (search, envs, runners, steps, mode, None, 5, "cpu")
@@ -245,7 +249,7 @@ def main(out_dir: str, parts: tuple[str, ...]) -> None:
             for mode in ("rollout", "observed")
             for envs, runners, steps in ((200, 100, 20), (20, 990, 10))
         ]
-    if {"env", "grid", "cpu"} & set(parts):
+    if {"env", "grid", "observed", "cpu"} & set(parts):
         report["env_only"] = []
         for case in cases:  # each row printed and saved as it finishes
             report["env_only"].append(guarded(env_only, *case))

@@ -18,6 +18,7 @@ from numba import njit
 from warpsci.envs import tag_continuous
 from warpsci.envs.tag_continuous import (
     MAX_NEAREST,
+    NO_AGENT,
     TAG_CONTINUOUS,
     TagContinuousParams,
     cell_coordinate,
@@ -68,6 +69,41 @@ def observe_both(state, params, grid_obs, scan_obs, one_pass_obs):
                 observe_nearest(state, params, grid_obs, env, agent, slots, gaps, ids)
                 observe_nearest_by_scan(state, params, scan_obs, env, agent, slots)
                 observe_nearest_in_one_pass(state, params, one_pass_obs, env, agent, slots, gaps, ids)
+
+
+@njit
+def observe_through(state, params, obs, search):
+    """Every observer in the game through one search: 0 the grid, 1 one pass, 2 the brute force."""
+    num_envs, num_agents = state.x.shape
+    slots = params.num_other_agents_observed
+    gaps, ids = new_gaps(), new_ids()
+    for env_index in range(num_envs):
+        env = np.uint32(env_index)
+        for agent_index in range(num_agents):
+            agent = np.uint32(agent_index)
+            if state.in_game_before[env, agent] == 1:
+                if search == 0:
+                    observe_nearest(state, params, obs, env, agent, slots, gaps, ids)
+                elif search == 1:
+                    observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids)
+                else:
+                    observe_nearest_by_scan(state, params, obs, env, agent, slots)
+
+
+def nearest_ids(state, k: int) -> np.ndarray:
+    """The k nearest others in the game of every observer in the game, by (float32 distance, id),
+    then NO_AGENT: what its hints should hold after a search."""
+    num_envs, num_agents = state.x.shape
+    expected = np.full((num_envs, num_agents, k), NO_AGENT, np.int32)
+    for env in range(num_envs):
+        x, y, playing = state.x[env], state.y[env], state.in_game_before[env] == 1
+        for agent in np.flatnonzero(playing):
+            dx, dy = x - x[agent], y - y[agent]
+            gaps = np.sqrt(dx * dx + dy * dy)
+            others = np.flatnonzero(playing & (np.arange(num_agents) != agent))
+            order = others[np.lexsort((others, gaps[others]))][:k]
+            expected[env, agent, : len(order)] = order
+    return expected
 
 
 def expected_grid(x, y, in_game, params) -> tuple[np.ndarray, np.ndarray]:
@@ -172,8 +208,8 @@ def test_the_cell_count_follows_the_agents(monkeypatch):
 
 def test_steps_keep_the_grid_and_observe_as_the_brute_force():
     """Random play on the CPU backend with tags, runners leaving and autoresets: after the reset
-    and every step the grid is the agents in the game by cell then id, and the observations equal
-    the brute force on the same state."""
+    and every step the grid is the agents in the game by cell then id, the observations equal the
+    brute force on the same state, and every observer's hints are its nearest."""
     run = runner(4, num_taggers=4, num_runners=46, num_other_agents_observed=6, grid_length=4.0,
                  tagging_distance=0.1, episode_length=15, skill_level_tagger=2.0)  # fmt: skip
     params = run.params
@@ -187,9 +223,11 @@ def test_steps_keep_the_grid_and_observe_as_the_brute_force():
             run.step(actions, seed=2)
             tagged += int((run.state.in_game == 0).sum())
         check_grid(run.state, params)
+        playing = run.state.in_game_before == 1
+        hints = run.state.nearest_hint[:, :6].transpose(0, 2, 1)  # the step's own search left its nearest
+        np.testing.assert_array_equal(hints[playing], nearest_ids(run.state, 6)[playing])
         scan_obs = np.zeros_like(run.buffers.obs)
         observe_both(run.state, params, np.zeros_like(scan_obs), scan_obs, np.zeros_like(scan_obs))
-        playing = run.state.in_game_before == 1
         np.testing.assert_array_equal(run.buffers.obs[playing][:, :-1], scan_obs[playing][:, :-1])
         np.testing.assert_array_equal(run.buffers.obs[~playing], 0)
     assert tagged > 0 and int(run.buffers.final_length.max()) > 0
@@ -262,3 +300,44 @@ def test_grid_and_scan_games_play_alike():
             np.testing.assert_array_equal(getattr(runs[0].buffers, name), getattr(runs[1].buffers, name))
         for name in ("x", "y", "v", "theta", "in_game"):
             np.testing.assert_array_equal(getattr(runs[0].state, name), getattr(runs[1].state, name))
+
+
+@pytest.mark.parametrize("hints", ["none", "garbage", "repeats", "stale", "exact"])
+def test_any_hints_give_the_brute_force_nearest(hints):
+    """A search starts from the limit its observer's hints give (the k nearest it found last time).
+    Whatever they hold (nothing; random ids, the observer's, ids past the last agent, agents out of
+    the game; one agent k times, a too-tight limit; the nearest of other positions; the true
+    nearest) the grid and the one pass observe exactly as the brute force, and leave the nearest
+    ids, nearest first, as the next hints."""
+    run = runner(8, num_taggers=4, num_runners=96, num_other_agents_observed=6, grid_length=8.0)
+    state, params, k = run.state, run.params, 6
+    num_envs, num_agents = state.x.shape
+    rng = np.random.default_rng(["none", "garbage", "repeats", "stale", "exact"].index(hints))
+    scatter_positions(run, rng)
+    rebuild_grid(state, params)
+    if hints in ("stale", "exact"):
+        observe_through(state, params, np.zeros_like(run.buffers.obs), 1)
+        assert (state.nearest_hint[:, :k].transpose(0, 2, 1) != NO_AGENT).any()
+    if hints == "stale":
+        scatter_positions(run, rng)
+        rebuild_grid(state, params)
+    start = state.nearest_hint.copy()
+    if hints == "none":
+        start[...] = NO_AGENT
+    elif hints == "garbage":
+        start[...] = rng.integers(0, num_agents + 3, start.shape)
+        start[:, 0, :] = np.arange(num_agents)  # the observer itself (slot-major: slot, agent)
+    elif hints == "repeats":
+        start[...] = rng.integers(0, num_agents, (num_envs, 1, num_agents))
+    expected = nearest_ids(state, k)
+    brute = np.full_like(run.buffers.obs, np.nan)
+    observe_through(state, params, brute, 2)
+    for search in (0, 1):
+        state.nearest_hint[...] = start
+        obs = np.full_like(run.buffers.obs, np.nan)
+        observe_through(state, params, obs, search)
+        np.testing.assert_array_equal(obs, brute)
+        playing = state.in_game_before == 1
+        np.testing.assert_array_equal(
+            state.nearest_hint[:, :k].transpose(0, 2, 1)[playing], expected[playing]
+        )

@@ -341,6 +341,10 @@ STATE_FIELDS = (
     StateField("cell_agents", np.int32),
     StateField("cell_start", np.int32, shape=(MAX_GRID_CELLS + 1,), per_agent=False),
     StateField("cell_fill", np.int32, shape=(MAX_GRID_CELLS,), per_agent=False),
+    # The k nearest others an observer found last time, nearest first (NO_AGENT past them): where
+    # its next search starts (``hinted_limit``). A hint only speeds the search: any values give the
+    # same observations. Slot-major, so that a warp of observers reads a slot in one cache line.
+    StateField("nearest_hint", np.int32, shape=(MAX_NEAREST,), agents_last=True),
 )
 
 
@@ -653,50 +657,101 @@ def comes_after(gap, other, than_gap, than_other):
 
 
 @agent_function
-def clear_nearest(gaps, ids, slots):
-    """Empty the ``slots`` places of a k-nearest list (infinitely far, :data:`NO_AGENT`); returns
-    its state as :func:`offer_nearest` takes it."""
-    for place in range(slots):
-        gaps[place] = np.float32(np.inf)
-        ids[place] = NO_AGENT
-    return np.uint32(0), np.float32(np.inf), NO_AGENT, np.uint32(0)
+def start_nearest(limit_gap, limit_id):
+    """The state of an empty k-nearest list, as :func:`offer_nearest` takes it, that accepts the
+    agents coming strictly before ``(limit_gap, limit_id)`` (``(inf, NO_AGENT)``: any agent)."""
+    return np.uint32(0), np.float32(-1.0), np.int32(-1), np.uint32(0), limit_gap, limit_id
 
 
 @agent_function
-def offer_nearest(gaps, ids, slots, farthest, gap, other):
+def offer_nearest(gaps, ids, slots, nearest, gap, other):
     """Keep ``other`` (int32) at distance ``gap`` in the k-nearest list (``gaps`` and ``ids``,
-    ``slots`` places, unordered) if it comes before the farthest kept, whose place it takes.
-    ``farthest`` = ``(place, distance, id, filled)``: the farthest entry (an empty place while
-    ``filled`` < ``slots``; the places fill in order) and how many places hold an agent; returns the
-    new one. Once the list is full the farthest is found again by a pass over every place, the same
-    ``slots`` steps for every thread: an insertion-sorted list, which shifted each thread's entries
-    by its own count, left a warp's threads mostly idle (H100, 2,000 x 110 agents, k = 10: 4 of 27
-    busy in that loop on average, 54% of an observed step's instructions). The farthest's distance
-    and id travel with its place, so that a candidate farther than every kept one reads nothing
-    from the list; places are uint32 (signed indices cost a wrap-around check each)."""
-    place, worst_gap, worst_id, filled = farthest
-    if not comes_after(worst_gap, worst_id, gap, other):
-        return farthest
+    ``slots`` places, unordered) if it comes before the list's limit; returns the list's new state.
+
+    ``nearest`` = ``(place, far_gap, far_id, filled, limit_gap, limit_id)``: the farthest kept
+    entry (its place, distance and id), how many places hold an agent (they fill in order), and the
+    limit: an agent is kept only if it comes strictly before it. Until the list is full the limit is
+    the one it started with (:func:`start_nearest`), then the farthest kept, which a newcomer
+    replaces; the farthest is then found again by a pass over every place, the same ``slots`` steps
+    for every thread. (An insertion-sorted list, which shifted each thread's entries by its own
+    count, left a warp's threads mostly idle: H100, 2,000 x 110 agents, k = 10, 4 of 27 busy in
+    that loop on average, 54% of an observed step's instructions.) The farthest's distance and id
+    travel with its place, so that a candidate after the limit reads nothing from the list; places
+    are uint32 (signed indices cost a wrap-around check each)."""
+    place, far_gap, far_id, filled, limit_gap, limit_id = nearest
+    if not comes_after(limit_gap, limit_id, gap, other):
+        return nearest
+    if filled < slots:
+        gaps[filled] = gap
+        ids[filled] = other
+        if comes_after(gap, other, far_gap, far_id):
+            place, far_gap, far_id = filled, gap, other
+        filled = np.uint32(filled + 1)
+        if filled < slots:
+            return place, far_gap, far_id, filled, limit_gap, limit_id
+        return place, far_gap, far_id, filled, far_gap, far_id
     gaps[place] = gap
     ids[place] = other
-    if filled + np.uint32(1) < slots:
-        following = np.uint32(filled + 1)
-        return following, np.float32(np.inf), NO_AGENT, following
-    worst_gap, worst_id = gap, other
+    far_gap, far_id = gap, other
     index = np.uint32(0)
     while index < slots:
-        if comes_after(gaps[index], ids[index], worst_gap, worst_id):
-            place, worst_gap, worst_id = index, gaps[index], ids[index]
+        if comes_after(gaps[index], ids[index], far_gap, far_id):
+            place, far_gap, far_id = index, gaps[index], ids[index]
         index = np.uint32(index + 1)
-    return place, worst_gap, worst_id, slots
+    return place, far_gap, far_id, slots, far_gap, far_id
 
 
 @agent_function
-def sort_nearest(gaps, ids, farthest):
+def hinted_limit(state, env, agent, slots, x, y):
+    """A limit for the observer's k-nearest list (:func:`start_nearest`) from its hints
+    (``state.nearest_hint``, the k nearest it found last time): the farthest of them in
+    (distance, id) order at their present positions, with its id plus one, so that the list
+    accepts it. It comes at or after the true k-th nearest when the hints name k different
+    agents in the game other than the observer (``(x, y)``), so the search that starts from it
+    keeps what a search from no limit keeps, and reads next to nothing from its list: the hints
+    are mostly still the nearest. Returns no limit (``(inf, NO_AGENT)``) unless all ``slots``
+    hints name agents in the game other than the observer; a hint that repeats an agent can make
+    the limit too tight, which the search sees (it finds fewer than ``slots``: see
+    :func:`search_is_complete`)."""
+    xs, ys, playing, hints = state.x[env], state.y[env], state.in_game_before[env], state.nearest_hint[env]
+    count = np.uint32(xs.shape[0])
+    observer = np.uint32(agent)
+    far_gap, far_id = np.float32(-1.0), np.int32(-1)
+    slot = np.uint32(0)
+    while slot < slots:
+        other = np.uint32(hints[slot, observer])
+        if other >= count or other == observer or playing[other] != 1:
+            return np.float32(np.inf), NO_AGENT
+        gap = gap_between(x, y, xs[other], ys[other])
+        if comes_after(gap, np.int32(other), far_gap, far_id):
+            far_gap, far_id = gap, np.int32(other)
+        slot = np.uint32(slot + 1)
+    return far_gap, np.int32(far_id + 1)
+
+
+@agent_function
+def search_is_complete(nearest, slots):
+    """Whether a search that kept ``nearest`` (:func:`offer_nearest`'s state) kept what a search
+    without a limit would: it started without one, or it filled its ``slots`` places (then every
+    agent it did not keep comes after ``slots`` agents it saw)."""
+    return nearest[3] == slots or nearest[4] == np.float32(np.inf)
+
+
+@agent_function
+def remember_nearest(state, env, agent, ids, found, slots):
+    """The observer's hints for its next search: the ``found`` nearest (``ids``), then
+    :data:`NO_AGENT`."""
+    hints = state.nearest_hint[env]
+    for slot in range(slots):
+        hints[slot, agent] = ids[slot] if slot < found else NO_AGENT
+
+
+@agent_function
+def sort_nearest(gaps, ids, nearest):
     """Order the k-nearest list by (distance, id), nearest first (insertion sort of its filled
-    places, once per observer); ``farthest``: :func:`offer_nearest`'s state. Returns how many
+    places, once per observer); ``nearest``: :func:`offer_nearest`'s state. Returns how many
     places hold an agent."""
-    filled = farthest[3]
+    filled = nearest[3]
     for place in range(1, filled):
         gap, other = gaps[place], ids[place]
         position = place
@@ -710,14 +765,15 @@ def sort_nearest(gaps, ids, farthest):
 
 
 @agent_function
-def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids):
-    """The ``slots`` nearest others among the agents filed in the cells ``[x0, x1] x [y0, y1]``,
-    in (distance, id) order, found in one pass over them into ``gaps`` and ``ids`` (the
-    observer's thread-local arrays of at least ``slots``). Returns how many were found."""
+def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids, limit_gap, limit_id):
+    """The ``slots`` nearest others, before the limit ``(limit_gap, limit_id)``, among the agents
+    filed in the cells ``[x0, x1] x [y0, y1]``, found in one pass over them into ``gaps`` and
+    ``ids`` (the observer's thread-local arrays of at least ``slots``), unordered. Returns the
+    list's state (:func:`offer_nearest`)."""
     # The walker may hand the agent as uint64: against a signed id Numba compares through float64.
     observer = np.int32(agent)
     places = np.uint32(slots)
-    farthest = clear_nearest(gaps, ids, places)
+    nearest = start_nearest(limit_gap, limit_id)
     # The environment's rows, and uint32 indices into them: signed ones cost a wrap-around check.
     xs, ys, filed, starts = state.x[env], state.y[env], state.cell_agents[env], state.cell_start[env]
     x, y = xs[agent], ys[agent]
@@ -728,9 +784,9 @@ def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids):
             other = np.int32(filed[index])
             if other != observer:
                 gap = gap_between(x, y, xs[np.uint32(other)], ys[np.uint32(other)])
-                farthest = offer_nearest(gaps, ids, places, farthest, gap, other)
+                nearest = offer_nearest(gaps, ids, places, nearest, gap, other)
             index = np.uint32(index + 1)
-    return sort_nearest(gaps, ids, farthest)
+    return nearest
 
 
 @agent_function
@@ -750,48 +806,80 @@ def observe_nearest(state, params, obs, env, agent, slots, gaps, ids):
     zero, for an observer in the game: exactly what ``observe_nearest_by_scan`` writes, searched
     in the neighbour grid (which holds the agents in the game, the observer included).
 
-    1. Grow a square of cells around the observer's cell until it holds ``slots`` others (or is
-       the whole grid); ``reach`` = the distance of the ``slots``-th nearest of them, an upper
-       bound of the true ``slots``-th nearest distance.
-    2. Every agent within ``reach`` lies in the cells of ``[x - pad, x + pad] x [y - pad, y + pad]``
-       (``pad`` = ``reach`` widened past float32 rounding; cells are monotone in the coordinate),
-       so the ``slots`` nearest of those cells (:func:`keep_nearest`) are the true nearest.
+    Every agent within ``reach`` of the observer lies in the cells of ``[x - pad, x + pad] x
+    [y - pad, y + pad]`` (``pad`` = ``reach`` widened past float32 rounding, :func:`cells_within`;
+    cells are monotone in the coordinate), so with ``reach`` at or beyond the ``slots``-th nearest
+    distance the ``slots`` nearest of those cells (:func:`keep_nearest`) are the true nearest.
+    ``reach`` comes from the observer's hints (:func:`hinted_limit`), searched with their limit;
+    when they give none, or too tight a one, from a square of cells grown around the observer's
+    cell until it holds ``slots`` others (or is the whole grid): the distance of the ``slots``-th
+    nearest of them. The found nearest become the next hints.
 
     ``gaps`` and ``ids``: the observer's thread-local working list (at least ``slots`` long).
     """
-    cells = params.grid_cells
-    inverse = params.grid_inverse_cell
-    last = cells - 1
     x = state.x[env, agent]
     y = state.y[env, agent]
-    column = cell_coordinate(x, inverse, cells)
-    row = cell_coordinate(y, inverse, cells)
-    radius = 0
-    while True:
-        x0, x1 = max(column - radius, 0), min(column + radius, last)
-        y0, y1 = max(row - radius, 0), min(row + radius, last)
-        enough = count_in_cells(state, params, env, x0, x1, y0, y1) > slots  # the observer counts
-        if enough or (x0 == 0 and y0 == 0 and x1 == last and y1 == last):
-            break
-        radius += 1
-    if enough:
-        keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids)
-        reach = gaps[slots - 1]
-        scale = abs(x) + abs(y) + params.grid_length
-        pad = reach * np.float32(1.001) + scale * np.float32(1e-6)
-        x0, x1 = cell_coordinate(x - pad, inverse, cells), cell_coordinate(x + pad, inverse, cells)
-        y0, y1 = cell_coordinate(y - pad, inverse, cells), cell_coordinate(y + pad, inverse, cells)
-    found = keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids)
+    limit_gap, limit_id = hinted_limit(state, env, agent, slots, x, y)
+    nearest = start_nearest(limit_gap, limit_id)
+    hinted = limit_gap < np.float32(np.inf)
+    if hinted:
+        x0, x1, y0, y1 = cells_within(params, x, y, limit_gap)
+        nearest = keep_nearest(
+            state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids, limit_gap, limit_id
+        )
+    if not hinted or not search_is_complete(nearest, slots):
+        x0, x1, y0, y1, enough = square_with_enough(state, params, env, x, y, slots)
+        if enough:
+            nearest = keep_nearest(
+                state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids, np.float32(np.inf), NO_AGENT
+            )
+            x0, x1, y0, y1 = cells_within(params, x, y, nearest[1])
+        nearest = keep_nearest(
+            state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids, np.float32(np.inf), NO_AGENT
+        )
+    found = sort_nearest(gaps, ids, nearest)
+    remember_nearest(state, env, agent, ids, found, slots)
     write_nearest(state, params, obs, env, agent, ids, found, slots)
 
 
 @agent_function
-def observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids):
-    """``observe_nearest`` without a grid: one pass over every agent in the game, ``O(N)``, keeping
-    the ``slots`` nearest in the observer's thread-local ``gaps`` and ``ids``."""
+def square_with_enough(state, params, env, x, y, slots):
+    """The smallest square of cells around the cell of ``(x, y)`` holding more than ``slots``
+    agents in the game (the observer counts), or the whole grid: ``(x0, x1, y0, y1, enough)``."""
+    cells = params.grid_cells
+    last = cells - 1
+    column = cell_coordinate(x, params.grid_inverse_cell, cells)
+    row = cell_coordinate(y, params.grid_inverse_cell, cells)
+    radius = 0
+    while True:
+        x0, x1 = max(column - radius, 0), min(column + radius, last)
+        y0, y1 = max(row - radius, 0), min(row + radius, last)
+        enough = count_in_cells(state, params, env, x0, x1, y0, y1) > slots
+        if enough or (x0 == 0 and y0 == 0 and x1 == last and y1 == last):
+            return x0, x1, y0, y1, enough
+        radius += 1
+
+
+@agent_function
+def cells_within(params, x, y, reach):
+    """The cells ``(x0, x1, y0, y1)`` that hold every point within ``reach`` of ``(x, y)``, the
+    reach widened past float32 rounding."""
+    cells = params.grid_cells
+    inverse = params.grid_inverse_cell
+    scale = abs(x) + abs(y) + params.grid_length
+    pad = reach * np.float32(1.001) + scale * np.float32(1e-6)
+    x0, x1 = cell_coordinate(x - pad, inverse, cells), cell_coordinate(x + pad, inverse, cells)
+    y0, y1 = cell_coordinate(y - pad, inverse, cells), cell_coordinate(y + pad, inverse, cells)
+    return x0, x1, y0, y1
+
+
+@agent_function
+def scan_nearest(state, env, agent, slots, gaps, ids, limit_gap, limit_id):
+    """The ``slots`` nearest others in the game before the limit, in one pass over every agent,
+    into the observer's thread-local ``gaps`` and ``ids``; returns the list's state."""
     observer = np.uint32(agent)
     places = np.uint32(slots)
-    farthest = clear_nearest(gaps, ids, places)
+    nearest = start_nearest(limit_gap, limit_id)
     # The environment's rows, and uint32 indices into them: signed ones cost a wrap-around check.
     xs, ys, playing = state.x[env], state.y[env], state.in_game_before[env]
     x, y = xs[observer], ys[observer]
@@ -800,9 +888,23 @@ def observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids
     while other < count:
         if other != observer and playing[other] == 1:
             gap = gap_between(x, y, xs[other], ys[other])
-            farthest = offer_nearest(gaps, ids, places, farthest, gap, np.int32(other))
+            nearest = offer_nearest(gaps, ids, places, nearest, gap, np.int32(other))
         other = np.uint32(other + 1)
-    write_nearest(state, params, obs, env, agent, ids, sort_nearest(gaps, ids, farthest), slots)
+    return nearest
+
+
+@agent_function
+def observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids):
+    """``observe_nearest`` without a grid: one pass over every agent in the game, ``O(N)``, keeping
+    the ``slots`` nearest in the observer's thread-local ``gaps`` and ``ids``, from the limit its
+    hints give (:func:`hinted_limit`; a second pass from none when that limit was too tight)."""
+    limit_gap, limit_id = hinted_limit(state, env, agent, slots, state.x[env, agent], state.y[env, agent])
+    nearest = scan_nearest(state, env, agent, slots, gaps, ids, limit_gap, limit_id)
+    if not search_is_complete(nearest, slots):
+        nearest = scan_nearest(state, env, agent, slots, gaps, ids, np.float32(np.inf), NO_AGENT)
+    found = sort_nearest(gaps, ids, nearest)
+    remember_nearest(state, env, agent, ids, found, slots)
+    write_nearest(state, params, obs, env, agent, ids, found, slots)
 
 
 @agent_function
