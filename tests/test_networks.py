@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from warpsci.config import ACTIVATION_NAMES, GROUP_KEYS, TrainConfig
-from warpsci.networks import ACTIVATIONS, ActorCritic
+from warpsci.networks import ACTIVATIONS, ActorCritic, both_heads
 from warpsci.ppo import PPOTrainer
 
 SPACES = [
@@ -104,3 +104,72 @@ def test_bf16_is_a_config_and_group_setting_and_reaches_the_network():
     trainer.collect_rollout()
     trainer.compute_advantages()
     assert trainer.buffer.values.dtype == torch.float32 and trainer.buffer.values.abs().sum() > 0
+
+
+@pytest.mark.parametrize(("activation", "shared_trunk"), [("relu", True), ("relu", False), ("tanh", False)])
+def test_passes_without_gradients_fuse_relu_into_the_products_and_equal_the_layers(
+    activation, shared_trunk, monkeypatch
+):
+    """Without gradients (the rollout's passes), each Linear that a ReLU follows is one product with
+    the bias and the ReLU applied as it is written (``torch._addmm_activation``); the outputs equal
+    PyTorch's layers. Tanh networks run as they are."""
+    calls = []
+    fused = torch._addmm_activation
+    monkeypatch.setattr(torch, "_addmm_activation", lambda *args: calls.append(1) or fused(*args))
+    torch.manual_seed(0)
+    policy = ActorCritic(7, gymnasium.spaces.MultiDiscrete([3, 4]), (16, 8), activation=activation,
+                         shared_trunk=shared_trunk)  # fmt: skip
+    obs = torch.randn(3, 5, 7)
+    with torch.no_grad():
+        actor_output, value = policy.act_and_value(obs)
+        logits = policy.actor_output(obs)
+    layers_output, layers_value = policy.act_and_value(obs)  # with gradients: the layers
+    torch.testing.assert_close(actor_output, layers_output.detach(), rtol=0, atol=0)
+    torch.testing.assert_close(value, layers_value.detach(), rtol=0, atol=0)
+    torch.testing.assert_close(logits, layers_output.detach())  # the actor's own head: one product
+    two_hidden_layers = 2
+    passes = 1 if shared_trunk else 2  # the trunk once, or the actor and the critic
+    expected = 0 if activation == "tanh" else two_hidden_layers * (passes + 1)  # then actor_output
+    assert len(calls) == expected
+
+
+def test_both_heads_are_one_product_equal_to_each_head_and_train_both():
+    """A shared trunk's policy and value heads run as one product of their stacked weights: the
+    same outputs as each head on its own, and gradients reach each head's weights as they would."""
+    torch.manual_seed(1)
+    actor_head, critic_head = nn.Linear(16, 5), nn.Linear(16, 1)
+    hidden = torch.randn(4, 3, 16)
+    out, value = both_heads(actor_head, critic_head, hidden)
+    torch.testing.assert_close(out, actor_head(hidden))
+    torch.testing.assert_close(value, critic_head(hidden).squeeze(-1))
+    (out.square().sum() + 2 * value.sum()).backward()
+    expected = [parameter.grad.clone() for parameter in (*actor_head.parameters(), *critic_head.parameters())]
+    for parameter in (*actor_head.parameters(), *critic_head.parameters()):
+        parameter.grad = None
+    (actor_head(hidden).square().sum() + 2 * critic_head(hidden).sum()).backward()
+    for grad, parameter in zip(expected, (*actor_head.parameters(), *critic_head.parameters()), strict=True):
+        torch.testing.assert_close(grad, parameter.grad)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_fused_relu_products_and_both_heads_on_the_gpu_equal_float64():
+    """On CUDA the rollout's pass (bias and ReLU in cuBLASLt's epilogue, both heads one product)
+    equals the network in float64, with full float32 products."""
+    torch.manual_seed(2)
+    policy = ActorCritic(71, gymnasium.spaces.MultiDiscrete([11, 11]), (256, 256), activation="relu",
+                         shared_trunk=True).cuda()  # fmt: skip
+    obs = torch.randn(20_000, 71, device="cuda")
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        with torch.no_grad():
+            actor_output, value = policy.act_and_value(obs)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    reference = policy.double()
+    with torch.no_grad():
+        expected_output = reference.actor(obs.double()).reshape(actor_output.shape)
+        expected_value = reference.critic(obs.double()).squeeze(-1)
+    for got, expected in ((actor_output, expected_output), (value, expected_value)):
+        assert ((got.double() - expected).norm() / expected.norm()).item() < 1e-5

@@ -77,6 +77,57 @@ def mlp(
     return nn.Sequential(*layers, _layer(width, out_features, out_gain))
 
 
+def _layers_in_order(network: nn.Module) -> list[nn.Module] | None:
+    """The layers of a network of nested ``nn.Sequential``s in the order they run, or None when it
+    holds a module other than Linear, ReLU and Tanh."""
+    if isinstance(network, nn.Sequential):
+        layers: list[nn.Module] = []
+        for module in network:
+            inner = _layers_in_order(module)
+            if inner is None:
+                return None
+            layers += inner
+        return layers
+    return [network] if isinstance(network, nn.Linear | nn.ReLU | nn.Tanh) else None
+
+
+def forward_fusing_relu(network: nn.Module, features: torch.Tensor) -> torch.Tensor:
+    """``network(features)`` for passes without gradients (the rollout's), each ``Linear`` that a
+    ``ReLU`` follows run as one product with the bias and the ReLU applied as it is written
+    (``torch._addmm_activation``: a cuBLASLt epilogue on CUDA) instead of a product, then a pass
+    of ReLU over it in memory (at Tag continuous's 220,000 rows of a 256-wide trunk, two such
+    passes of about 70 us each per rollout step on an H100). Networks of other modules run as they
+    are."""
+    layers = _layers_in_order(network)
+    if layers is None or not any(isinstance(layer, nn.ReLU) for layer in layers):
+        return network(features)
+    rows = features.reshape(-1, features.shape[-1])
+    index = 0
+    while index < len(layers):
+        layer = layers[index]
+        fused = index + 1 < len(layers) and isinstance(layers[index + 1], nn.ReLU)
+        if isinstance(layer, nn.Linear) and layer.bias is not None and fused:
+            rows = torch._addmm_activation(layer.bias, rows, layer.weight.t())
+            index += 2
+        else:
+            rows = layer(rows)
+            index += 1
+    return rows.reshape(*features.shape[:-1], rows.shape[-1])
+
+
+def both_heads(
+    actor_head: nn.Linear, critic_head: nn.Linear, hidden: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(actor_head(hidden), critic_head(hidden).squeeze(-1))`` as one product with the two
+    heads' weights stacked: the trunk's output is read once, and the one-column value head is no
+    matrix-vector product of its own, which reads all of it again (H100, Tag continuous's 220,000
+    rows of a 256-wide trunk: about 66 us a rollout step per group)."""
+    weight = torch.cat([actor_head.weight, critic_head.weight])
+    bias = torch.cat([actor_head.bias, critic_head.bias])
+    both = nn.functional.linear(hidden, weight, bias)
+    return both[..., :-1], both[..., -1]
+
+
 def action_layout(action_space: gymnasium.Space) -> tuple[tuple[int, ...], torch.dtype]:
     """Shape and dtype of one action as the trainer stores it (int64 indices or float32 values)."""
     if isinstance(action_space, gymnasium.spaces.Discrete):
@@ -209,6 +260,8 @@ class ActorCritic(nn.Module):
             # Not cached: a CUDA graph replays the casts of weights an update has changed.
             with torch.autocast(features.device.type, dtype=torch.bfloat16, cache_enabled=False):
                 return network(features).float()
+        if not torch.is_grad_enabled():
+            return forward_fusing_relu(network, features)
         return network(features)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -230,7 +283,9 @@ class ActorCritic(nn.Module):
         when it is shared."""
         if self.shared_trunk:
             hidden = self._run(self.actor[0], features)
-            return self._run(self.actor[1], hidden), self._run(self.critic[1], hidden).squeeze(-1)
+            if self.bf16:
+                return self._run(self.actor[1], hidden), self._run(self.critic[1], hidden).squeeze(-1)
+            return both_heads(self.actor[1], self.critic[1], hidden)
         return self._run(self.actor, features), self._run(self.critic, features).squeeze(-1)
 
     def act_and_value(
