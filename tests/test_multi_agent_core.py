@@ -104,3 +104,42 @@ def test_state_fields_lay_out_agents_first_or_last():
     for settings in ({"shape": (4,), "per_agent": False}, {"shape": ()}):
         with pytest.raises(ValueError, match="'a': agents_last needs a per-agent field with a shape"):
             warpsci.StateField("a", np.int32, agents_last=True, **settings)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(
+    ("env_id", "params"),
+    [
+        ("TagContinuous-v0", {"num_taggers": 10, "num_runners": 100, "use_full_observation": False,
+                              "num_other_agents_observed": 10, "grid_length": 20.0, "seed": 3,
+                              "episode_length": 12}),
+        ("TagGridworld-v0", {}),
+    ],
+)  # fmt: skip
+def test_observations_staged_in_shared_memory_equal_the_direct_writes(env_id, params, monkeypatch):
+    """Environments of one block write their observations through block-shared memory where the
+    rows fit (one environment a block, and several: Tag gridworld's 11 agents); the games equal
+    those written straight into the buffer, after resets, steps and autoresets, every step and
+    after several steps in one launch."""
+    from warpsci.multi_agent_env import vector_env_class
+
+    definition = warpsci.registry.get_definition(env_id)
+    envs = []
+    for staged in (True, False):
+        monkeypatch.setenv("WARPSCI_STAGE_OBSERVATIONS", "1" if staged else "0")
+        settings = definition.params_type(**params)
+        env = vector_env_class(definition.agent_groups(settings))(
+            definition, num_envs=40, device="cuda", seed=0, params=settings, copy=False
+        )
+        assert (env._kernels.shared_bytes > 0) == staged
+        envs.append(env)
+    for env in envs:
+        env.reset(seed=7)
+    torch.testing.assert_close(envs[0].buffers.obs, envs[1].buffers.obs, rtol=0, atol=0)
+    for steps in (1, 1, 5, 1, 20):
+        for env in envs:
+            env.random_rollout(steps)
+        for name in ("obs", "final_obs", "rewards", "terminated", "truncated", "action_mask"):
+            torch.testing.assert_close(getattr(envs[0].buffers, name), getattr(envs[1].buffers, name),
+                                       rtol=0, atol=0)  # fmt: skip
