@@ -248,11 +248,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
 
             with torch.cuda.device(self.device):
                 self._kernels = CudaKernels(
-                    self.definition,
-                    self.num_envs,
-                    self.num_agents,
-                    threads_per_block,
-                    obs_shape=tuple(self.buffers.obs.shape),
+                    self.definition, self.num_envs, self.num_agents, threads_per_block
                 )
         self._random_rollout_arrays: tuple[tuple[torch.Tensor, ...], list[Any]] | None = None
         self._state_view = state_type(

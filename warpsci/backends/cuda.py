@@ -29,15 +29,7 @@ import numpy as np
 from numba import cuda
 
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
-from warpsci.backends import observation_staging
-from warpsci.backends.stages import (
-    KernelStages,
-    ObservationStaging,
-    Stage,
-    agent_keys,
-    make_kernel_stages,
-    sequence,
-)
+from warpsci.backends.stages import KernelStages, Stage, agent_keys, make_kernel_stages, sequence
 from warpsci.environment import EnvironmentDefinition
 from warpsci.kernel_cache import cached_cuda_jit
 
@@ -79,9 +71,6 @@ class CudaKernels:
             environments of up to ``MAX_FUSED_AGENTS`` agents in one block (threads take several
             agents). Given explicitly and smaller than the agent count, environments span several
             blocks.
-        obs_shape: Shape of ``buffers.obs``; where given, environments of one block write their
-            observations through block-shared memory when the rows fit
-            (:mod:`warpsci.backends.observation_staging`).
     """
 
     def __init__(
@@ -90,7 +79,6 @@ class CudaKernels:
         num_envs: int,
         num_agents: int,
         threads_per_block: int | None = None,
-        obs_shape: tuple[int, ...] | None = None,
     ) -> None:
         self.definition = definition
         explicit = threads_per_block is not None
@@ -106,15 +94,11 @@ class CudaKernels:
         # asks for several blocks.
         spans = explicit or num_agents > MAX_FUSED_AGENTS
         self.blocks_per_env = (num_agents + threads_per_block - 1) // threads_per_block if spans else 1
-        #: Dynamic shared memory of each fused launch: the staged observation rows (0: none).
-        self.shared_bytes = 0
         if self.blocks_per_env == 1:
             agent_threads = min(num_agents, threads_per_block)
             registers = WIDE_MAX_REGISTERS if num_agents > agent_threads else None
+            self._fused = _compile_fused(definition, num_agents > 1, registers)
             envs_per_block = max(1, threads_per_block // agent_threads)
-            if obs_shape is not None:
-                self.shared_bytes = observation_staging.staged_bytes(obs_shape, envs_per_block, num_agents)
-            self._fused = _compile_fused(definition, num_agents > 1, registers, self.shared_bytes > 0)
             self.block: tuple[int, ...] = (agent_threads, envs_per_block)
             self.grid = (num_envs + envs_per_block - 1) // envs_per_block
         else:
@@ -133,7 +117,7 @@ class CudaKernels:
         if self.multi_block:
             self._launch_stages(self._staged.reset, state, params, buffers, run, stream)
         else:
-            self._fused[0][self.grid, self.block, stream, self.shared_bytes](state, params, buffers, run)
+            self._fused[0][self.grid, self.block, stream](state, params, buffers, run)
 
     def step(
         self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int, stream: Any = 0
@@ -143,7 +127,7 @@ class CudaKernels:
         if self.multi_block:
             self._launch_stages(self._staged.step, state, params, buffers, run, stream)
         else:
-            self._fused[1][self.grid, self.block, stream, self.shared_bytes](state, params, buffers, run)
+            self._fused[1][self.grid, self.block, stream](state, params, buffers, run)
 
     @property
     def fuses_policy_step(self) -> bool:
@@ -195,9 +179,7 @@ class CudaKernels:
                 self._launch_stages(self._staged.random_step, state, params, buffers, run, stream)
             self._launch_stages(self._staged.observe, state, params, buffers, run, stream)
         else:
-            self._fused[2][self.grid, self.block, stream, self.shared_bytes](
-                state, params, buffers, run, num_steps
-            )
+            self._fused[2][self.grid, self.block, stream](state, params, buffers, run, num_steps)
 
     def _launch_stages(self, kernels: tuple, state, params, buffers, run, stream) -> None:
         env_blocks = (self.num_envs + 127) // 128
@@ -231,22 +213,9 @@ def _device_function(function):
     return cuda.jit(device=True)(function)
 
 
-#: How the fused kernels of environments whose rows fit shared memory write their observations.
-_STAGING = ObservationStaging(
-    rows=observation_staging.staged_rows,
-    stage_in=observation_staging.stage_in,
-    stage_out=observation_staging.stage_out,
-)
-
-
 @functools.cache
-def _compile_fused(
-    definition: EnvironmentDefinition,
-    use_barriers: bool,
-    max_registers: int | None = None,
-    staged: bool = False,
-):
-    stages = make_kernel_stages(definition, staging=_STAGING if staged else None)
+def _compile_fused(definition: EnvironmentDefinition, use_barriers: bool, max_registers: int | None = None):
+    stages = make_kernel_stages(definition)
     barrier = _block_barrier if use_barriers else _no_barrier
     reset_sequence = sequence(stages.reset, _device_function, barrier)
     step_sequence = sequence(stages.step, _device_function, barrier)

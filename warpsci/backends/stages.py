@@ -127,29 +127,9 @@ def _then(previous: Callable, stage: Stage, device_function: Callable, barrier: 
     return device_function(run_environment)
 
 
-@dataclasses.dataclass(frozen=True)
-class ObservationStaging:
-    """Where the observe stage writes, when not straight into ``buffers.obs`` (the CUDA backend's
-    block-shared copy, :mod:`warpsci.backends.observation_staging`).
-
-    Attributes:
-        rows: ``rows(buffers)``: the array the agents observe into, indexed like ``buffers.obs``.
-        stage_in: A stage function that copies the agent's share of its environment's rows in.
-        stage_out: A stage function that copies the agent's share back to ``buffers.obs``.
-    """
-
-    rows: Callable
-    stage_in: Callable
-    stage_out: Callable
-
-
-def make_kernel_stages(
-    definition: EnvironmentDefinition, jit: Callable = njit, staging: ObservationStaging | None = None
-) -> KernelStages:
+def make_kernel_stages(definition: EnvironmentDefinition, jit: Callable = njit) -> KernelStages:
     """The reset, step, random-step and observe stage lists of one environment; ``jit`` compiles
-    the framework's stage functions (the CPU backend asks for ``njit(inline="always")``);
-    ``staging``: the observations are written through a staged copy (copied in, observed, copied
-    out, a barrier between each), not straight into ``buffers.obs``."""
+    the framework's stage functions (the CPU backend asks for ``njit(inline="always")``)."""
     reset_agent = definition.reset_agent
     observe_agent = definition.observe_agent
     is_terminal = definition.is_terminal
@@ -244,14 +224,6 @@ def make_kernel_stages(
         observe_agent(state, params, buffers.obs, env, agent)
         action_mask(state, params, buffers.action_mask, env, agent)
 
-    if staging is not None:
-        rows = staging.rows
-
-        @jit
-        def observe_staged(state, params, buffers, run, env, agent, keys):
-            observe_agent(state, params, rows(buffers), env, agent)
-            action_mask(state, params, buffers.action_mask, env, agent)
-
     draw_action = _uniform_action_function(definition, jit)
 
     @jit
@@ -292,12 +264,6 @@ def make_kernel_stages(
     if definition.reset_environment is None:
         step_resets = step_resets[1:]
     observe_stages = (Stage(observe, per_agent=True),)
-    if staging is not None:
-        observe_stages = (
-            Stage(staging.stage_in, per_agent=True),
-            Stage(observe_staged, per_agent=True),
-            Stage(staging.stage_out, per_agent=True),
-        )
     fresh = (Stage(fresh_environment, per_agent=False), Stage(fresh_agent, per_agent=True))
     return KernelStages(
         reset=fresh + observe_stages,

@@ -58,9 +58,7 @@ class HostKernelRunner:
         elif backend == "cuda":
             from warpsci.backends.cuda import CudaKernels
 
-            self._kernels = CudaKernels(
-                definition, num_envs, template.num_agents, threads_per_block, obs_shape=self.buffers.obs.shape
-            )
+            self._kernels = CudaKernels(definition, num_envs, template.num_agents, threads_per_block)
         else:
             raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
 
