@@ -3,7 +3,8 @@
 Run on a machine with a CUDA GPU:  python benchmarks/tag_continuous_grid.py OUT_DIR [parts]
 (parts: parity, env; default both; ``grid``: the GPU grid-against-scan check and the grid's
 env-only rows only; ``observed``: the three rows observed every step (scan and grid at 110
-agents, grid at 1,000); ``cpu``: the env-only rows on the CPU backend, smaller, on any machine).
+agents, grid at 1,000), launched from Python and replayed from a CUDA graph; ``cpu``: the
+env-only rows on the CPU backend, smaller, on any machine).
 Prints a small table; writes OUT_DIR/tag_continuous_grid.json.
 
 1. ``check_parity`` (CUDA against the CPU backend after every step, every state array and buffer,
@@ -35,6 +36,7 @@ from warpsci.envs.tag_continuous import (
     TagContinuousParams,
     grid_cells_per_side,
 )
+from warpsci.graphs import GraphReplay
 from warpsci.multi_agent_env import vector_env_class
 from warpsci.testing import check_parity
 
@@ -90,10 +92,12 @@ def env_only(
     device: str = "cuda",
 ) -> dict:
     """Env steps/s of ``random_rollout``: ``mode`` ``"rollout"`` is one ``random_rollout(steps)``
-    (observations written once, after the last step; autoresets write final observations), and
+    (observations written once, after the last step; autoresets write final observations),
     ``"observed"`` is ``steps`` calls of ``random_rollout(1)`` (every step observed, as in
-    training). ``agents_per_cell`` overrides ``GRID_AGENTS_PER_CELL`` (a kernel param: no
-    recompilation). ``device`` "cpu": the CPU backend (no memory figure)."""
+    training), each launched from Python, and ``"observed-graph"`` the same calls captured once in
+    a CUDA graph and replayed (as a training rollout replays its steps: no launch costs).
+    ``agents_per_cell`` overrides ``GRID_AGENTS_PER_CELL`` (a kernel param: no recompilation).
+    ``device`` "cpu": the CPU backend (no memory figure)."""
     definition = TAG_CONTINUOUS
     cuda = device == "cuda"
     synchronize = torch.cuda.synchronize if cuda else lambda: None
@@ -117,15 +121,24 @@ def env_only(
     finally:
         tag_continuous.GRID_AGENTS_PER_CELL = default_density
 
+    def observe_every_step() -> None:
+        for _ in range(steps):
+            env.random_rollout(1)
+
+    replay = GraphReplay(observe_every_step, env.device) if mode == "observed-graph" else None
+
     def run() -> None:
         if mode == "rollout":
             env.random_rollout(steps)
+        elif replay is not None:
+            replay()
         else:
-            for _ in range(steps):
-                env.random_rollout(1)
+            observe_every_step()
 
     env.reset(seed=0)
     run()  # compiles, warms up
+    if replay is not None:
+        run()  # captures the graph
     synchronize()
     times = []
     for _ in range(repeats):
@@ -240,8 +253,9 @@ def main(out_dir: str, parts: tuple[str, ...]) -> None:
         if "env" in parts:  # grid density at 2,000 x 1,000, every step observed (default: 2 a cell)
             cases += [("grid", 2000, 990, 20, "observed", density) for density in (1.0, 4.0)]
     if "observed" in parts:  # every step observed, as training steps: the rows of the goals
-        cases = [("scan", 2000, 100, 100, "observed"), ("grid", 2000, 100, 100, "observed"),
-                 ("grid", 2000, 990, 20, "observed")]  # fmt: skip
+        rows = (("scan", 100, 100), ("grid", 100, 100), ("grid", 990, 20))
+        cases = [(search, 2000, runners, steps, mode)
+                 for mode in ("observed", "observed-graph") for search, runners, steps in rows]  # fmt: skip
     if "cpu" in parts:  # the CPU backend at sizes a few cores step in seconds
         cases = [
             (search, envs, runners, steps, mode, None, 5, "cpu")
