@@ -104,3 +104,16 @@ def test_state_fields_lay_out_agents_first_or_last():
     for settings in ({"shape": (4,), "per_agent": False}, {"shape": ()}):
         with pytest.raises(ValueError, match="'a': agents_last needs a per-agent field with a shape"):
             warpsci.StateField("a", np.int32, agents_last=True, **settings)
+
+
+def test_an_environment_may_set_the_register_cap_of_its_wide_kernels():
+    """``wide_max_registers``: None (the backend's cap) or registers per thread in [16, 255];
+    Tag continuous asks for 96."""
+    import dataclasses
+
+    definition = warpsci.registry.get_definition("TagContinuous-v0")
+    assert definition.wide_max_registers == 96
+    assert warpsci.registry.get_definition("TagGridworld-v0").wide_max_registers is None
+    for wrong in (0, 8, 300, 96.0, True):
+        with pytest.raises(ValueError, match=r"wide_max_registers must be None .* or an int in \[16, 255\]"):
+            dataclasses.replace(definition, wide_max_registers=wrong)

@@ -226,6 +226,11 @@ class EnvironmentDefinition:
         draw: ``draw(ax, state, params)``, one environment's state drawn on a matplotlib ``Axes``
             for ``warpsci render`` (see :mod:`warpsci.render`); default none (the built-in
             environments' are in :mod:`warpsci.drawings`).
+        wide_max_registers: Registers per thread that the CUDA kernels may use when the
+            environment is wider than its block (threads take several agents each); default
+            None: the CUDA backend's cap (``WIDE_MAX_REGISTERS``, 64: a stage waits for the
+            slowest agent of its block, and more blocks an SM fill that wait). Longer per-agent
+            work may run faster with more (Tag continuous: 96).
     """
 
     name: str
@@ -251,10 +256,18 @@ class EnvironmentDefinition:
     params_float_dtype: Any = np.float32
     finite_state_fields: tuple[str, ...] = ()
     draw: Callable | None = None
+    wide_max_registers: int | None = None
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.params_type):
             raise TypeError(f"params_type must be a dataclass, got {self.params_type!r}")
+        registers = self.wide_max_registers
+        if registers is not None and (isinstance(registers, bool) or not isinstance(registers, int)
+                                      or not 16 <= registers <= 255):  # fmt: skip
+            raise ValueError(
+                f"wide_max_registers must be None (the backend's cap) or an int in [16, 255] "
+                f"(registers per thread), got {registers!r}"
+            )
         names = [field.name for field in self.state_fields]
         if len(set(names)) != len(names):
             raise ValueError(f"state field names must be unique, got {names}")

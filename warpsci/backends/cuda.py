@@ -43,8 +43,9 @@ MAX_THREADS_PER_BLOCK = 1024
 #: (H100, Tag gridworld 2,000 x 1,000, env steps/s: 256 threads 6.4M, 256 capped at 64 registers
 #: 9.9M, 128 capped at 64 registers 13.4M, 512 or 1,024 threads 4.7M; BENCHMARKS.md).
 MAX_FUSED_THREADS = 128
-#: Register cap of the one-block kernels of such wide environments (uncapped, the compiler takes
-#: about 90; narrow environments are faster uncapped).
+#: Register cap of the one-block kernels of such wide environments, unless the environment gives its
+#: own (``EnvironmentDefinition.wide_max_registers``; uncapped, the compiler takes about 90 for Tag
+#: gridworld; narrow environments are faster uncapped).
 WIDE_MAX_REGISTERS: int | None = 64
 #: The most agents an environment has in one block by default (32 per thread of 128); wider
 #: environments span several blocks, one launch per stage.
@@ -96,7 +97,9 @@ class CudaKernels:
         self.blocks_per_env = (num_agents + threads_per_block - 1) // threads_per_block if spans else 1
         if self.blocks_per_env == 1:
             agent_threads = min(num_agents, threads_per_block)
-            registers = WIDE_MAX_REGISTERS if num_agents > agent_threads else None
+            registers = None
+            if num_agents > agent_threads:
+                registers = definition.wide_max_registers or WIDE_MAX_REGISTERS
             self._fused = _compile_fused(definition, num_agents > 1, registers)
             envs_per_block = max(1, threads_per_block // agent_threads)
             self.block: tuple[int, ...] = (agent_threads, envs_per_block)
