@@ -2,12 +2,13 @@
 forward, sampling, storage, advantages) against the update, then the top CUDA kernels.
 
 Run on a machine with a CUDA GPU:
-    python benchmarks/profile_iteration.py OUT_DIR [compile] [warpdrive] [bf16]
+    python benchmarks/profile_iteration.py OUT_DIR [compile] [warpdrive] [bf16] [runners=N] [steps=S]
 (``compile``: ``TrainConfig.compile``, the update's loss through torch.compile; ``warpdrive``:
 WarpDrive's network, one ReLU trunk with a policy head and a value head, instead of separate tanh
-actor and critic; ``bf16``: ``TrainConfig.bf16``, the networks' products in bfloat16). Profiles
-Tag continuous at 2,000 x 110 (A2C, [256, 256] per group, 10-step rollouts) and prints a short
-table; writes profile_iteration[_compiled][_warpdrive][_bf16].json.
+actor and critic; ``bf16``: ``TrainConfig.bf16``, the networks' products in bfloat16; ``runners``:
+runners besides the 10 taggers, default 100; ``steps``: rollout steps, default 10). Profiles Tag
+continuous at 2,000 x (10 + N) (A2C, [256, 256] per group) and prints a short table; writes
+profile_iteration[_compiled][_warpdrive][_bf16][_N_runners][_S_steps].json with the peak memory.
 """
 
 from __future__ import annotations
@@ -40,18 +41,23 @@ def timed(function, repeats: int = 7) -> float:
 
 
 def main(
-    out_dir: str, compile_loss: bool = False, warpdrive_network: bool = False, bf16: bool = False
+    out_dir: str,
+    compile_loss: bool = False,
+    warpdrive_network: bool = False,
+    bf16: bool = False,
+    runners: int = 100,
+    steps: int = 10,
 ) -> None:
     config = TrainConfig(
         env_id="TagContinuous-v0",
         algo="a2c",
         device="cuda",
         num_envs=2000,
-        num_steps=10,
-        total_timesteps=2000 * 10 * 4,
+        num_steps=steps,
+        total_timesteps=2000 * steps * 4,
         hidden_sizes=(256, 256),
         anneal_lr=False,
-        env_params=published(100),
+        env_params=published(runners),
         compile=compile_loss,
         activation="relu" if warpdrive_network else "tanh",
         shared_trunk=warpdrive_network,
@@ -72,7 +78,7 @@ def main(
     report = {
         "device": torch.cuda.get_device_name(),
         "date": time.strftime("%Y-%m-%d"),
-        "case": "TagContinuous-v0 2,000 x 110, A2C [256, 256] per group, 10-step rollouts"
+        "case": f"TagContinuous-v0 2,000 x {runners + 10}, A2C [256, 256] per group, {steps}-step rollouts"
         + (", compiled loss" if compile_loss else "")
         + (", WarpDrive's network (shared ReLU trunk)" if warpdrive_network else ", separate tanh networks")
         + (", bfloat16 products" if bf16 else ""),
@@ -80,11 +86,13 @@ def main(
         "update_ms": update_s * 1e3,
         "env_only_ms_for_the_rollout_steps": env_s * 1e3,
         "env_steps_per_s": config.batch_size / (rollout_s + update_s),
+        "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9,
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     suffix = ("_compiled" if compile_loss else "") + ("_warpdrive" if warpdrive_network else "")
     suffix += "_bf16" if bf16 else ""
+    suffix += (f"_{runners}_runners" if runners != 100 else "") + (f"_{steps}_steps" if steps != 10 else "")
     (out / f"profile_iteration{suffix}.json").write_text(json.dumps(report, indent=2))
     (out / f"profile_kernels{suffix}.txt").write_text(table)
     print(json.dumps(report, indent=1))
@@ -93,4 +101,12 @@ def main(
 
 if __name__ == "__main__":
     flags = sys.argv[2:]
-    main(sys.argv[1], "compile" in flags, "warpdrive" in flags, "bf16" in flags)
+    numbers = dict(flag.split("=") for flag in flags if "=" in flag)
+    main(
+        sys.argv[1],
+        "compile" in flags,
+        "warpdrive" in flags,
+        "bf16" in flags,
+        runners=int(numbers.get("runners", 100)),
+        steps=int(numbers.get("steps", 10)),
+    )
