@@ -56,22 +56,6 @@ new_ids = local_array(MAX_NEAREST, np.int32)
 
 
 @njit
-def observe_both(state, params, grid_obs, scan_obs, one_pass_obs):
-    """Every observer in the game, through the grid, by brute force (k passes) and in one pass."""
-    num_envs, num_agents = state.x.shape
-    slots = params.num_other_agents_observed
-    gaps, ids = new_gaps(), new_ids()
-    for env_index in range(num_envs):
-        env = np.uint32(env_index)
-        for agent_index in range(num_agents):
-            agent = np.uint32(agent_index)
-            if state.in_game_before[env, agent] == 1:
-                observe_nearest(state, params, grid_obs, env, agent, slots, gaps, ids)
-                observe_nearest_by_scan(state, params, scan_obs, env, agent, slots)
-                observe_nearest_in_one_pass(state, params, one_pass_obs, env, agent, slots, gaps, ids)
-
-
-@njit
 def observe_through(state, params, obs, search):
     """Every observer in the game through one search: 0 the grid, 1 one pass, 2 the brute force."""
     num_envs, num_agents = state.x.shape
@@ -88,6 +72,13 @@ def observe_through(state, params, obs, search):
                     observe_nearest_in_one_pass(state, params, obs, env, agent, slots, gaps, ids)
                 else:
                     observe_nearest_by_scan(state, params, obs, env, agent, slots)
+
+
+def observe_both(state, params, grid_obs, scan_obs, one_pass_obs) -> None:
+    """Every observer in the game, through the grid, by brute force (k passes) and in one pass."""
+    observe_through(state, params, grid_obs, 0)
+    observe_through(state, params, scan_obs, 2)
+    observe_through(state, params, one_pass_obs, 1)
 
 
 def nearest_ids(state, k: int) -> np.ndarray:
