@@ -90,6 +90,74 @@ def test_captured_training_equals_eager_training(env_id, algo):
     assert returns == pytest.approx(expected, rel=1e-4, nan_ok=True)
 
 
+@pytest.mark.parametrize("capture", [True, False])
+def test_rollouts_queued_ahead_train_as_the_loop_without_them(capture):
+    def run(queue_ahead: bool):
+        config = TrainConfig(
+            env_id="CartPole-v1",
+            device="cuda",
+            seed=5,
+            num_envs=256,
+            num_steps=16,
+            total_timesteps=256 * 16 * 6,
+            capture_graphs=capture,
+            checkpoint_every=0,
+        )
+        trainer = make_trainer(config)
+        trainer.queue_ahead = queue_ahead
+        return trainer, trainer.train()
+
+    plain, plain_result = run(False)
+    queued, queued_result = run(True)
+    for a, b in zip(queued.policy.parameters(), plain.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    for name in ("charts/episodic_return", "losses/value_loss", "losses/approx_kl"):
+        got = [row[name] for row in queued_result.history]
+        assert got == pytest.approx([row[name] for row in plain_result.history], rel=0, nan_ok=True), name
+
+
+def test_a_run_that_stops_with_a_rollout_queued_ends_cleanly():
+    config = TrainConfig(
+        env_id="CartPole-v1",
+        device="cuda",
+        num_envs=256,
+        num_steps=16,
+        total_timesteps=256 * 16 * 6,
+        checkpoint_every=0,
+        target_return=0.0,
+    )
+    trainer = make_trainer(config)
+    result = trainer.train()
+    assert result.iterations == 1 and result.solved_at_step == 256 * 16
+    torch.cuda.synchronize()
+    again = trainer.train()  # the unused rollout is overwritten by the next one
+    assert again.iterations == 2
+
+
+def test_fused_loss_training_clips_and_steps_in_one_kernel(monkeypatch):
+    from warpsci import optimizers
+
+    calls = []
+    original = optimizers.clipped_adam_step
+
+    def counted(*arguments, **keywords):
+        calls.append(1)
+        original(*arguments, **keywords)
+
+    monkeypatch.setattr(optimizers, "clipped_adam_step", counted)
+    config = TrainConfig(
+        env_id="CartPole-v1",
+        device="cuda",
+        num_envs=256,
+        num_steps=16,
+        total_timesteps=256 * 16 * 2,
+        capture_graphs=False,
+        checkpoint_every=0,
+    )
+    make_trainer(config).train()
+    assert len(calls) == 2 * config.update_epochs * config.num_minibatches
+
+
 def test_resumed_captured_run_anneals_the_learning_rate(tmp_path):
     from warpsci.algorithms import resume_trainer
 

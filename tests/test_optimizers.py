@@ -2,12 +2,13 @@
 and no torch._dynamo import."""
 
 import copy
+import importlib.util
 
 import pytest
 import torch
 from fresh_interpreter import run_script
 
-from warpsci.optimizers import Adam, RMSprop
+from warpsci.optimizers import Adam, RMSprop, flatten_parameters
 
 
 def _network(seed: int) -> torch.nn.Module:
@@ -154,3 +155,107 @@ def test_zero_grad_keeps_gradients_that_are_views():
     assert all(torch.equal(p, b) for p, b in zip(parameters, before, strict=True)), (
         "zero gradients move nothing"
     )
+
+
+def test_flattened_parameters_keep_their_values_and_share_one_buffer():
+    network = _network(5)
+    before = [parameter.detach().clone() for parameter in network.parameters()]
+    x = torch.randn(7, 5)
+    expected = network(x)
+    parameters = list(network.parameters())
+    flat = flatten_parameters(parameters)
+    assert flat.numel() == sum(parameter.numel() for parameter in parameters)
+    for parameter, value in zip(network.parameters(), before, strict=True):
+        assert torch.equal(parameter, value)
+        assert parameter.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
+    torch.testing.assert_close(network(x), expected, rtol=0, atol=0)
+    flat.zero_()  # the parameters are views of the buffer
+    assert all(not parameter.detach().any() for parameter in network.parameters())
+
+
+def test_clipped_step_on_the_cpu_is_torch_clipping_then_the_step():
+    ours_net, torch_net = _network(6), _network(6)
+    ours = Adam(ours_net.parameters(), lr=3e-3, eps=1e-5)
+    theirs = torch.optim.Adam(torch_net.parameters(), lr=3e-3, eps=1e-5)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        x = torch.randn(64, 5, generator=generator) * 30  # large gradients: clipped
+        for network, optimizer in ((ours_net, None), (torch_net, theirs)):
+            network.zero_grad(set_to_none=True)
+            (network(x) ** 2).mean().backward()
+            if optimizer is not None:
+                torch.nn.utils.clip_grad_norm_(list(network.parameters()), 0.5)
+                optimizer.step()
+        ours.clipped_step(0.5)
+    for a, b in zip(ours_net.parameters(), torch_net.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+CLIPPED_ADAM_CHECK = """
+import torch
+from warpsci.optimizers import clipped_adam_step
+
+torch.manual_seed(0)
+n = 5000  # more than the kernel's block: its loops take several rounds
+param = torch.randn(n)
+reference = param.clone().requires_grad_(True)
+theirs = torch.optim.Adam([reference], lr=2e-3, eps=1e-5)
+exp_avg, exp_avg_sq, step = torch.zeros(n), torch.zeros(n), torch.zeros(())
+lr = torch.tensor(2e-3)
+for scale in (10.0, 0.001, 3.0):  # clipped, not clipped, clipped
+    step += 1
+    grad = torch.randn(n) * scale
+    reference.grad = grad.clone()
+    norm = float(grad.norm())
+    torch.nn.utils.clip_grad_norm_([reference], 0.5)
+    theirs.step()
+    clipped_adam_step(grad, param, exp_avg, exp_avg_sq, step, lr, 0.5, (0.9, 0.999), 1e-5)
+    torch.testing.assert_close(grad, reference.grad, rtol=1e-5, atol=1e-8)
+    torch.testing.assert_close(param, reference.detach(), rtol=1e-5, atol=1e-6)
+    state = theirs.state[reference]
+    torch.testing.assert_close(exp_avg, state["exp_avg"], rtol=1e-5, atol=1e-8)
+    torch.testing.assert_close(exp_avg_sq, state["exp_avg_sq"], rtol=1e-5, atol=1e-10)
+    assert (norm > 0.5) == (float(grad.norm()) < norm * 0.999)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs Triton")
+def test_clipped_adam_kernel_equals_torch_clipping_and_adam_under_the_triton_interpreter():
+    completed = run_script(CLIPPED_ADAM_CHECK, timeout=600, TRITON_INTERPRET="1")
+    assert completed.returncode == 0, completed.stderr[-4000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_flat_clipped_step_on_the_gpu_equals_torch_and_checkpoints_alike():
+    ours_net, torch_net = _network(7).cuda(), _network(7).cuda()
+    parameters = list(ours_net.parameters())
+    flatten_parameters(parameters)
+    ours = Adam(parameters, lr=torch.tensor(3e-3, device="cuda"), eps=1e-5, capturable=True)
+    theirs = torch.optim.Adam(torch_net.parameters(), lr=3e-3, eps=1e-5, fused=True)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    for step in range(6):
+        flat_grad = torch.randn(sum(p.numel() for p in parameters), device="cuda", generator=generator)
+        flat_grad *= 10.0 if step % 2 else 0.001  # clipped, then not
+        offset = 0
+        for mine, other in zip(parameters, torch_net.parameters(), strict=True):
+            mine.grad = flat_grad[offset : offset + mine.numel()].view_as(mine)  # as the fused loss's
+            if step % 3 == 2:
+                mine.grad = mine.grad.clone()  # as autograd's: gathered by the step
+            other.grad = mine.grad.clone()
+            offset += mine.numel()
+        ours.clipped_step(0.5)
+        torch.nn.utils.clip_grad_norm_(list(torch_net.parameters()), 0.5)
+        theirs.step()
+    for a, b in zip(parameters, torch_net.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-8)
+    assert float(ours.state[parameters[0]]["step"]) == 6.0
+    # The flat state saves and loads in torch.optim's layout, both ways.
+    restored = torch.optim.Adam(_network(7).cuda().parameters(), lr=3e-3, eps=1e-5)
+    restored.load_state_dict(copy.deepcopy(ours.state_dict()))
+    for a, b in zip(restored.state.values(), theirs.state.values(), strict=True):
+        torch.testing.assert_close(a["exp_avg_sq"], b["exp_avg_sq"], rtol=1e-5, atol=1e-10)
+    ours.load_state_dict(theirs.state_dict())
+    for param, other in zip(parameters, torch_net.parameters(), strict=True):
+        assert torch.equal(ours.state[param]["exp_avg"], theirs.state[other]["exp_avg"])

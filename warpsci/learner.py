@@ -14,7 +14,7 @@ from warpsci.config import TrainConfig
 from warpsci.environment import AgentGroup, flat_size, mask_size
 from warpsci.networks import ActorCritic
 from warpsci.normalization import RewardScaler
-from warpsci.optimizers import Adam, Optimizer, RMSprop
+from warpsci.optimizers import Adam, Optimizer, RMSprop, flatten_parameters
 from warpsci.rollout import RecentEpisodes, RolloutBuffer
 from warpsci.rollout_kernels import RolloutKernels
 
@@ -40,6 +40,10 @@ class PolicyLearner:
         self.num_envs, self.obs_size = env.num_envs, flat_size(observation_space)
         self.num_rows = env.num_envs * len(self.agents)
         self.policy = ActorCritic.for_config(config, observation_space, action_space).to(device)
+        if capturable:
+            # One buffer for every weight: where the gradients are flat too (the fused loss's),
+            # clipping and the optimizer step are one kernel (Adam.clipped_step).
+            flatten_parameters(list(self.policy.parameters()))
         self.optimizer = build_optimizer(config, self.policy, capturable=capturable)
         self.reward_scaler = (
             RewardScaler(self.num_rows, config.gamma).to(device) if config.normalize_reward else None

@@ -12,6 +12,12 @@ same arithmetic with the same tensor operations:
   (``torch._fused_adam_``, what ``torch.optim.Adam(fused=True)`` launches: one launch for every
   parameter), RMSprop torch's ``foreach`` sequence.
 
+Adam's :meth:`~Adam.clipped_step` clips the gradients to a global norm and steps in one kernel
+where the parameters lie back to back in one buffer (:func:`flatten_parameters`, which the trainer
+applies on CUDA) and so do their gradients (the fused loss's): at 2,048 Cartpole environments a
+minibatch's clipping and step were a dozen launches, 27 us of an H100's time. Elsewhere it is
+``torch.nn.utils.clip_grad_norm_`` and :meth:`~Optimizer.step`.
+
 ``state_dict()`` and ``load_state_dict()`` use ``torch.optim``'s layout, so checkpoints written with
 ``torch.optim`` load here and the other way round. Only what warpsci trains with is supported: no
 weight decay, momentum, AMSGrad or centring.
@@ -24,8 +30,25 @@ from typing import Any
 
 import torch
 
+from warpsci.distributed import contiguous_span
+
 #: Adam's betas (Kingma and Ba's defaults, as torch's).
 ADAM_BETAS = (0.9, 0.999)
+#: The most parameters :meth:`Adam.clipped_step` takes through its one-program kernel; larger
+#: networks go through torch's multi-block kernels.
+FLAT_STEP_MAX_PARAMETERS = 1 << 17
+
+
+def flatten_parameters(parameters: list[torch.Tensor]) -> torch.Tensor:
+    """Move ``parameters`` (same dtype and device) into one new contiguous buffer, in order, each
+    becoming a view of it with its values kept; returns the buffer. Modules keep their parameter
+    objects, so optimizers, checkpoints and CUDA graphs built afterwards see nothing else change."""
+    flat = torch.cat([parameter.detach().reshape(-1) for parameter in parameters])
+    offset = 0
+    for parameter in parameters:
+        parameter.data = flat[offset : offset + parameter.numel()].view_as(parameter)
+        offset += parameter.numel()
+    return flat
 
 
 class Optimizer:
@@ -62,6 +85,12 @@ class Optimizer:
             for name in self.buffers:
                 entry[name] = torch.zeros_like(param, memory_format=torch.preserve_format)
             self.state[param] = entry
+
+    def clipped_step(self, max_norm: float) -> None:
+        """Clip the gradients to ``max_norm`` in global norm (as ``torch.nn.utils.clip_grad_norm_``)
+        and take a step."""
+        torch.nn.utils.clip_grad_norm_(self._with_grads(), max_norm)
+        self.step()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for param in self.params:
@@ -154,6 +183,45 @@ class Adam(Optimizer):
         capturable: bool = False,
     ) -> None:
         super().__init__(params, lr, capturable, eps=eps, fused=True if capturable else None)
+        # Parameters held flat on CUDA: the moments flat alike, for clipped_step.
+        self._flat: tuple[torch.Tensor, ...] | None = None
+        # Detached: a view with autograd history would keep the parameters' gradient accumulators
+        # alive from here, bound to this stream (a captured backward then fails on them).
+        span = contiguous_span([param.detach() for param in self.params]) if capturable else None
+        if span is not None and span.numel() <= FLAT_STEP_MAX_PARAMETERS:
+            moments = [torch.zeros_like(span) for _ in self.buffers]
+            offset = 0
+            for param in self.params:
+                for name, moment in zip(self.buffers, moments, strict=True):
+                    self.state[param][name] = moment[offset : offset + param.numel()].view_as(param)
+                offset += param.numel()
+            self._flat = (span, *moments)
+
+    @torch.no_grad()
+    def clipped_step(self, max_norm: float) -> None:
+        """Clip the gradients to ``max_norm`` in global norm and step: one kernel
+        (:func:`warpsci.optimizer_kernels.clipped_adam`) where the parameters are held flat
+        (capturable, :func:`flatten_parameters`), their gradients gathered into one buffer first
+        unless they lie back to back already (the fused loss's); else as
+        :meth:`Optimizer.clipped_step`. The clipped gradients are left in ``.grad`` either way."""
+        grads = [param.grad for param in self.params]
+        flat = self._flat is not None and isinstance(self.param_groups[0]["lr"], torch.Tensor)
+        if not flat or any(grad is None for grad in grads):
+            super().clipped_step(max_norm)
+            return
+        flat_grad = contiguous_span(grads)
+        if flat_grad is None:  # gradients from autograd: gathered into one buffer, which they become
+            flat_grad = torch.cat([grad.reshape(-1) for grad in grads])
+            for param, grad in zip(
+                self.params, flat_grad.split([p.numel() for p in self.params]), strict=True
+            ):
+                param.grad = grad.view_as(param)
+        steps = [self.state[param]["step"] for param in self.params]
+        torch._foreach_add_(steps, 1)
+        group = self.param_groups[0]
+        clipped_adam_step(
+            flat_grad, *self._flat, steps[0], group["lr"], max_norm, group["betas"], group["eps"]
+        )
 
     @torch.no_grad()
     def step(self) -> None:
@@ -193,6 +261,30 @@ class Adam(Optimizer):
             bias_correction2_sqrt = (1 - beta2**step) ** 0.5
             denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
             param.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+def clipped_adam_step(
+    grad: torch.Tensor,
+    param: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    step: torch.Tensor,
+    lr: torch.Tensor,
+    max_norm: float,
+    betas: tuple[float, float],
+    eps: float,
+) -> None:
+    """Clip the flat ``grad`` to ``max_norm`` in norm (in place) and take one Adam step of the flat
+    ``param``, ``exp_avg`` and ``exp_avg_sq`` (all of one length); ``step`` (the step count, this
+    step included, float32) and ``lr``: one-element tensors. One launch of
+    :func:`warpsci.optimizer_kernels.clipped_adam` (CUDA tensors, or CPU ones under
+    ``TRITON_INTERPRET=1``)."""
+    from warpsci.optimizer_kernels import clipped_adam
+
+    clipped_adam[(1,)](
+        grad, param, exp_avg, exp_avg_sq, step, lr, param.numel(), float(max_norm),
+        float(betas[0]), float(betas[1]), float(eps), BLOCK=2048, num_warps=8,
+    )  # fmt: skip
 
 
 class RMSprop(Optimizer):
