@@ -138,7 +138,7 @@ def training_equals_unfused() -> None:
     """Two A2C iterations of Tag gridworld (partial observations, shared policy), two PPO
     iterations of Cartpole, and PPO and A2C on down-sampled Cartpole (row weights), with and
     without the kernels (the loss inside them, :mod:`warpsci.fused_loss`) end with the same
-    weights."""
+    weights and log the same losses (the clipped fraction a mean over every minibatch)."""
     from warpsci import fused_loss
     from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig
@@ -155,7 +155,7 @@ def training_equals_unfused() -> None:
              total_timesteps=256, neg_pos_env_ratio=0.1),
     )  # fmt: skip
     for run in runs:
-        weights = []
+        weights, logged = [], []
         for fused in (True, False):
             config = TrainConfig(
                 **({"num_envs": 4, "num_steps": 8, "total_timesteps": 64} | run), fused_mlp=fused, tf32=False
@@ -166,10 +166,19 @@ def training_equals_unfused() -> None:
             named = {"obs": obs.flatten(0, 1), "actions": trainer.single.buffer.actions.flatten(0, 1)}
             applies = fused_loss.settings(trainer.policy, config, named, None, ppo=run["algo"] == "ppo")
             assert (applies is not None) is fused
-            trainer.train()
+            result = trainer.train()
             weights.append(torch.cat([p.detach().flatten() for p in trainer.policy.parameters()]))
+            logged.append({k: v for k, v in result.history[-1].items() if k.startswith("losses/")})
         difference = (weights[0] - weights[1]).abs().max()
         assert torch.allclose(weights[0], weights[1], rtol=1e-4, atol=1e-6), (run["env_id"], difference)
+        assert logged[0].keys() == logged[1].keys(), (logged[0].keys(), logged[1].keys())
+        for name, value in logged[0].items():
+            assert abs(value - logged[1][name]) <= 1e-4 * (1 + abs(value)), (
+                run,
+                name,
+                value,
+                logged[1][name],
+            )
 
 
 def eager_calls_do_not_import_dynamo() -> None:

@@ -23,6 +23,8 @@ differentiate their loss functions.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from warpsci.config import TrainConfig
@@ -137,6 +139,45 @@ def statistics(advantages: torch.Tensor, weights: torch.Tensor | None) -> torch.
     return torch.stack([mean, std, total, torch.zeros_like(mean)], dim=-1)
 
 
+class PPOSums(NamedTuple):
+    """A minibatch's sums of PPO's loss parts over its rows, as the kernels leave them."""
+
+    #: Policy loss, entropy, -log ratio, (ratio - 1) - log ratio, clipped rows (weighted sums).
+    policy: torch.Tensor
+    #: The value loss's squared errors (weighted sum) first.
+    value: torch.Tensor
+    #: The rows' total weight (their count where every row counts).
+    total: torch.Tensor | int
+
+    def losses(self) -> dict[str, torch.Tensor]:
+        """The loss's parts under :func:`warpsci.ppo.ppo_losses`'s names, without the loss itself
+        (device scalars)."""
+        (policy_loss, entropy, old_approx_kl, approx_kl, clip_fraction), value_sum = (
+            self.policy / self.total,
+            self.value[0] / self.total,
+        )
+        return {
+            "losses/value_loss": 0.5 * value_sum,
+            "losses/policy_loss": policy_loss,
+            "losses/entropy": entropy,
+            "losses/old_approx_kl": old_approx_kl,
+            "losses/approx_kl": approx_kl,
+            "losses/clipfrac": clip_fraction,
+        }
+
+
+def mean_clip_fraction(minibatches: list[PPOSums]) -> torch.Tensor:
+    """The mean over ``minibatches`` of each one's fraction of clipped rows, in a few launches for
+    any number of minibatches (one division each where their totals differ)."""
+    clipped = torch.stack([sums.policy[4] for sums in minibatches])
+    totals = [sums.total for sums in minibatches]
+    if all(isinstance(total, torch.Tensor) for total in totals):
+        return (clipped / torch.stack(totals)).mean()
+    if len(set(totals)) == 1:
+        return clipped.mean() / totals[0]
+    return torch.stack([sums.policy[4] / sums.total for sums in minibatches]).mean()
+
+
 def ppo_gradients(
     policy: ActorCritic,
     config: TrainConfig,
@@ -152,20 +193,23 @@ def ppo_gradients(
     the loss's parts under the same names, without the loss itself (device scalars, detached).
     ``ent_coef``: a device scalar (a schedule may change it between replays of a captured update).
     ``launch``: :func:`settings`'s."""
+    return ppo_gradient_sums(policy, config, rollout, index, stats, ent_coef, launch).losses()
+
+
+def ppo_gradient_sums(
+    policy: ActorCritic,
+    config: TrainConfig,
+    rollout: dict[str, torch.Tensor | None],
+    index: torch.Tensor,
+    stats: torch.Tensor | None,
+    ent_coef: torch.Tensor,
+    launch: LaunchSettings,
+) -> PPOSums:
+    """:func:`ppo_gradients`, returning the loss's sums as the kernels leave them (no launch of
+    its own: a minibatch whose losses are not logged costs nothing more)."""
     sums = _set_gradients(policy, config, rollout, index, index.numel(), stats, ent_coef, True, launch)
     total = index.numel() if stats is None or rollout.get("row_weights") is None else stats[2]
-    (policy_loss, entropy, old_approx_kl, approx_kl, clip_fraction), value_sum = (
-        sums[0] / total,
-        sums[1][0] / total,
-    )
-    return {
-        "losses/value_loss": 0.5 * value_sum,
-        "losses/policy_loss": policy_loss,
-        "losses/entropy": entropy,
-        "losses/old_approx_kl": old_approx_kl,
-        "losses/approx_kl": approx_kl,
-        "losses/clipfrac": clip_fraction,
-    }
+    return PPOSums(sums[0], sums[1], total)
 
 
 def a2c_gradients(

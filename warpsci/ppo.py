@@ -66,17 +66,21 @@ class PPOTrainer(OnPolicyTrainer):
         launch = fused_loss.settings(learner.policy, config, named, rollout[7], ppo=True)
         minibatch_losses = self.compiled(ppo_losses)
         clip_fractions = []
+        fused_sums: list[fused_loss.PPOSums] = []  # the fused loss's, named once at the end
         for _epoch in range(config.update_epochs):
             order = self._shuffle(batch_size)()
             if launch is not None:
                 for index, stats in fused_loss.minibatch_indices(
                     rollout[3], rollout[6], order, minibatch_size, config.norm_adv
                 ):
-                    losses = fused_loss.ppo_gradients(
-                        learner.policy, config, named, index, stats, learner.ent_coef, launch
+                    fused_sums.append(
+                        fused_loss.ppo_gradient_sums(
+                            learner.policy, config, named, index, stats, learner.ent_coef, launch
+                        )
                     )
-                    clip_fractions.append(losses["losses/clipfrac"])
                     self.gradient_step(learner, None)
+                if config.target_kl is not None:
+                    losses = fused_sums[-1].losses()
             else:
                 for start in range(0, batch_size, minibatch_size):
                     index = order[start : start + minibatch_size]
@@ -89,7 +93,11 @@ class PPOTrainer(OnPolicyTrainer):
                 if float(approx_kl) > config.target_kl:
                     break
 
-        losses["losses/clipfrac"] = torch.stack(clip_fractions).mean()
+        if fused_sums:
+            losses = fused_sums[-1].losses()
+            losses["losses/clipfrac"] = fused_loss.mean_clip_fraction(fused_sums)
+        else:
+            losses["losses/clipfrac"] = torch.stack(clip_fractions).mean()
         losses["losses/explained_variance"] = self.explained_variance(learner)
         return losses
 

@@ -719,16 +719,20 @@ class OnPolicyTrainer:
         size of the tensor (a float64 sum did: 22 GB for 46M rollout rows of 64 observations)."""
         tensors = []
         for learner in self.learners:
-            weights = torch.cat([parameter.detach().reshape(-1) for parameter in learner.policy.parameters()])
+            parameters = [parameter.detach() for parameter in learner.policy.parameters()]
+            # (Parameters held flat on CUDA are read where they lie.)
+            weights = distributed.contiguous_span(parameters)
+            if weights is None:
+                weights = torch.cat([parameter.reshape(-1) for parameter in parameters])
             tensors += [learner.buffer.obs, learner.buffer.rewards, weights]
         tensors += [self.env.state_tensors[field] for field in self.env.definition.finite_state_fields]
-        finite = [
-            torch.stack(torch.aminmax(tensor)).isfinite().all()
-            if tensor.numel()
-            else tensor.new_ones((), dtype=torch.bool)
+        # One reduction per tensor, then one pass over all their extremes.
+        extremes = [
+            torch.aminmax(tensor) if tensor.numel() else (tensor.new_zeros(()), tensor.new_zeros(()))
             for tensor in tensors
         ]
-        return torch.stack(finite).float()
+        pairs = torch.stack([value.float() for pair in extremes for value in pair]).view(len(tensors), 2)
+        return pairs.isfinite().all(dim=1).float()
 
     def raise_if_non_finite(
         self, health_names: list[str], health: list[float], losses: dict[str, float]
