@@ -196,7 +196,7 @@ import torch
 from warpsci.optimizers import clipped_adam_step
 
 torch.manual_seed(0)
-n = 5000  # more than the kernel's block: its loops take several rounds
+n = 5000  # more than the kernel's block: several programs, each reading every gradient
 param = torch.randn(n)
 reference = param.clone().requires_grad_(True)
 theirs = torch.optim.Adam([reference], lr=2e-3, eps=1e-5)
@@ -205,17 +205,16 @@ lr = torch.tensor(2e-3)
 for scale in (10.0, 0.001, 3.0):  # clipped, not clipped, clipped
     step += 1
     grad = torch.randn(n) * scale
+    given = grad.clone()
     reference.grad = grad.clone()
-    norm = float(grad.norm())
     torch.nn.utils.clip_grad_norm_([reference], 0.5)
     theirs.step()
     clipped_adam_step(grad, param, exp_avg, exp_avg_sq, step, lr, 0.5, (0.9, 0.999), 1e-5)
-    torch.testing.assert_close(grad, reference.grad, rtol=1e-5, atol=1e-8)
+    assert torch.equal(grad, given)  # read, not written
     torch.testing.assert_close(param, reference.detach(), rtol=1e-5, atol=1e-6)
     state = theirs.state[reference]
     torch.testing.assert_close(exp_avg, state["exp_avg"], rtol=1e-5, atol=1e-8)
     torch.testing.assert_close(exp_avg_sq, state["exp_avg_sq"], rtol=1e-5, atol=1e-10)
-    assert (norm > 0.5) == (float(grad.norm()) < norm * 0.999)
 """
 
 
@@ -249,7 +248,6 @@ def test_flat_clipped_step_on_the_gpu_equals_torch_and_checkpoints_alike():
         theirs.step()
     for a, b in zip(parameters, torch_net.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-8)
     assert float(ours.state[parameters[0]]["step"]) == 6.0
     # The flat state saves and loads in torch.optim's layout, both ways.
     restored = torch.optim.Adam(_network(7).cuda().parameters(), lr=3e-3, eps=1e-5)

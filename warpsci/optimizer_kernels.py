@@ -10,11 +10,13 @@ def clipped_adam(
     grad, param, exp_avg, exp_avg_sq, step, lr, n, max_norm, beta1, beta2, eps,
     BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """Global-norm gradient clipping and one Adam step over ``n`` parameters held flat, in one
-    program: ``torch.nn.utils.clip_grad_norm_(max_norm)`` (the gradients scaled by
-    ``min(1, max_norm / (norm + 1e-6))`` and left clipped), then ``torch._fused_adam_``'s
-    arithmetic (bias corrections in float64). ``step``: the step count, this step included
-    (float32); ``lr``: the learning rate; both device scalars."""
+    """Global-norm gradient clipping and one Adam step over ``n`` parameters held flat:
+    ``torch.nn.utils.clip_grad_norm_(max_norm)``'s scaling by ``min(1, max_norm / (norm + 1e-6))``
+    (applied as read: ``grad`` is left as it was), then ``torch._fused_adam_``'s arithmetic (bias
+    corrections in float64). Each program computes the norm over every gradient (the same sum in
+    the same order, so every program scales alike), then steps its own ``BLOCK`` parameters.
+    ``step``: the step count, this step included (float32); ``lr``: the learning rate; both
+    device scalars."""
     offsets = tl.arange(0, BLOCK)
     squares = tl.zeros((BLOCK,), tl.float32)
     for start in range(0, n, BLOCK):
@@ -27,17 +29,15 @@ def clipped_adam(
     bias_correction2 = 1.0 - tl.exp(step64 * tl.log(tl.cast(beta2, tl.float64)))
     step_size = (tl.load(lr).to(tl.float64) / bias_correction1).to(tl.float32)
     bias_correction2_sqrt = tl.sqrt(bias_correction2).to(tl.float32)
-    for start in range(0, n, BLOCK):
-        index = start + offsets
-        live = index < n
-        g = tl.load(grad + index, mask=live, other=0.0) * coefficient
-        average = tl.load(exp_avg + index, mask=live, other=0.0)
-        square = tl.load(exp_avg_sq + index, mask=live, other=0.0)
-        average = beta1 * average + (1.0 - beta1) * g
-        square = beta2 * square + (1.0 - beta2) * g * g
-        denominator = tl.sqrt(square) / bias_correction2_sqrt + eps
-        p = tl.load(param + index, mask=live, other=0.0) - step_size * average / denominator
-        tl.store(grad + index, g, mask=live)
-        tl.store(exp_avg + index, average, mask=live)
-        tl.store(exp_avg_sq + index, square, mask=live)
-        tl.store(param + index, p, mask=live)
+    index = tl.program_id(0) * BLOCK + offsets
+    live = index < n
+    g = tl.load(grad + index, mask=live, other=0.0) * coefficient
+    average = tl.load(exp_avg + index, mask=live, other=0.0)
+    square = tl.load(exp_avg_sq + index, mask=live, other=0.0)
+    average = beta1 * average + (1.0 - beta1) * g
+    square = beta2 * square + (1.0 - beta2) * g * g
+    denominator = tl.sqrt(square) / bias_correction2_sqrt + eps
+    p = tl.load(param + index, mask=live, other=0.0) - step_size * average / denominator
+    tl.store(exp_avg + index, average, mask=live)
+    tl.store(exp_avg_sq + index, square, mask=live)
+    tl.store(param + index, p, mask=live)

@@ -34,8 +34,8 @@ from warpsci.distributed import contiguous_span
 
 #: Adam's betas (Kingma and Ba's defaults, as torch's).
 ADAM_BETAS = (0.9, 0.999)
-#: The most parameters :meth:`Adam.clipped_step` takes through its one-program kernel; larger
-#: networks go through torch's multi-block kernels.
+#: The most parameters :meth:`Adam.clipped_step` takes through its kernel (whose programs each read
+#: every gradient for the norm); larger networks go through torch's kernels.
 FLAT_STEP_MAX_PARAMETERS = 1 << 17
 
 
@@ -203,19 +203,16 @@ class Adam(Optimizer):
         (:func:`warpsci.optimizer_kernels.clipped_adam`) where the parameters are held flat
         (capturable, :func:`flatten_parameters`), their gradients gathered into one buffer first
         unless they lie back to back already (the fused loss's); else as
-        :meth:`Optimizer.clipped_step`. The clipped gradients are left in ``.grad`` either way."""
+        :meth:`Optimizer.clipped_step`. (The kernel leaves ``.grad`` unclipped, torch's clipping
+        clips it in place: nothing in warpsci reads it after the step.)"""
         grads = [param.grad for param in self.params]
         flat = self._flat is not None and isinstance(self.param_groups[0]["lr"], torch.Tensor)
         if not flat or any(grad is None for grad in grads):
             super().clipped_step(max_norm)
             return
         flat_grad = contiguous_span(grads)
-        if flat_grad is None:  # gradients from autograd: gathered into one buffer, which they become
+        if flat_grad is None:  # gradients from autograd: gathered into one buffer
             flat_grad = torch.cat([grad.reshape(-1) for grad in grads])
-            for param, grad in zip(
-                self.params, flat_grad.split([p.numel() for p in self.params]), strict=True
-            ):
-                param.grad = grad.view_as(param)
         steps = [self.state[param]["step"] for param in self.params]
         torch._foreach_add_(steps, 1)
         group = self.param_groups[0]
@@ -274,16 +271,18 @@ def clipped_adam_step(
     betas: tuple[float, float],
     eps: float,
 ) -> None:
-    """Clip the flat ``grad`` to ``max_norm`` in norm (in place) and take one Adam step of the flat
+    """Clip the flat ``grad`` to ``max_norm`` in norm (as read; it is left as it was) and take one
+    Adam step of the flat
     ``param``, ``exp_avg`` and ``exp_avg_sq`` (all of one length); ``step`` (the step count, this
     step included, float32) and ``lr``: one-element tensors. One launch of
     :func:`warpsci.optimizer_kernels.clipped_adam` (CUDA tensors, or CPU ones under
     ``TRITON_INTERPRET=1``)."""
     from warpsci.optimizer_kernels import clipped_adam
 
-    clipped_adam[(1,)](
+    block = 2048
+    clipped_adam[(-(-param.numel() // block),)](
         grad, param, exp_avg, exp_avg_sq, step, lr, param.numel(), float(max_norm),
-        float(betas[0]), float(betas[1]), float(eps), BLOCK=2048, num_warps=8,
+        float(betas[0]), float(betas[1]), float(eps), BLOCK=block, num_warps=8,
     )  # fmt: skip
 
 

@@ -29,6 +29,11 @@ from warpsci.trainer import (
 
 __all__ = ["PPOTrainer", "TrainResult", "evaluate_policy", "ppo_losses"]
 
+#: The most rows (batch times epochs) whose epochs' orders the fused update draws at once: 16M
+#: rows hold 128 MB of order and 64 MB of advantages; at 2,048 Cartpole environments (1M rows) it
+#: saved three of four gathers and reductions, about 60 us of a 3.9 ms iteration on an H100.
+TOGETHER_MAX_ROWS = 1 << 24
+
 
 class PPOTrainer(OnPolicyTrainer):
     """Trains an :class:`~warpsci.networks.ActorCritic` per policy with PPO; see
@@ -67,8 +72,19 @@ class PPOTrainer(OnPolicyTrainer):
         minibatch_losses = self.compiled(ppo_losses)
         clip_fractions = []
         fused_sums: list[fused_loss.PPOSums] = []  # the fused loss's, named once at the end
-        for _epoch in range(config.update_epochs):
-            order = self._shuffle(batch_size)()
+        # Without an early stop on the KL, the fused path draws every epoch's order first, so that
+        # one reduction gives every minibatch's advantage statistics (equal minibatches only; at
+        # most TOGETHER_MAX_ROWS rows, whose orders and gathered advantages it holds at once).
+        together = (
+            launch is not None
+            and config.target_kl is None
+            and batch_size % minibatch_size == 0
+            and batch_size * config.update_epochs <= TOGETHER_MAX_ROWS
+        )
+        for epochs in [config.update_epochs] if together else [1] * config.update_epochs:
+            order = torch.empty(epochs * batch_size, dtype=torch.int64, device=self.device)
+            for epoch_order in order.split(batch_size):
+                self._shuffle(batch_size)(out=epoch_order)
             if launch is not None:
                 for index, stats in fused_loss.minibatch_indices(
                     rollout[3], rollout[6], order, minibatch_size, config.norm_adv

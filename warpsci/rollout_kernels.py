@@ -172,16 +172,41 @@ def generalized_advantages(env, arguments):
     """GAE's backward recursion for one environment; also writes ``returns = advantages + values``.
     Same definitions as :func:`warpsci.rollout.compute_gae`."""
     rewards, values, dones, next_value, gamma, gae_lambda, advantages, returns = arguments
-    num_steps = rewards.shape[0]
     last_advantage = 0.0
     following_value = next_value[env]
-    for t in range(num_steps - 1, -1, -1):
-        not_done = 1.0 - dones[t, env]
-        delta = rewards[t, env] + gamma * following_value * not_done - values[t, env]
-        last_advantage = delta + gamma * gae_lambda * not_done * last_advantage
-        advantages[t, env] = last_advantage
-        returns[t, env] = last_advantage + values[t, env]
-        following_value = values[t, env]
+    t = rewards.shape[0] - 1
+    # Four steps' inputs are read before any is used, so that on a GPU their loads are in flight
+    # together and the recursion waits on its arithmetic, not on memory once a step.
+    while t >= 3:
+        r0, r1, r2, r3 = rewards[t, env], rewards[t - 1, env], rewards[t - 2, env], rewards[t - 3, env]
+        v0, v1, v2, v3 = values[t, env], values[t - 1, env], values[t - 2, env], values[t - 3, env]
+        d0, d1, d2, d3 = dones[t, env], dones[t - 1, env], dones[t - 2, env], dones[t - 3, env]
+        last_advantage = _gae_step(arguments, env, t, r0, v0, d0, following_value, last_advantage)
+        last_advantage = _gae_step(arguments, env, t - 1, r1, v1, d1, v0, last_advantage)
+        last_advantage = _gae_step(arguments, env, t - 2, r2, v2, d2, v1, last_advantage)
+        last_advantage = _gae_step(arguments, env, t - 3, r3, v3, d3, v2, last_advantage)
+        following_value = v3
+        t -= 4
+    while t >= 0:
+        value = values[t, env]
+        last_advantage = _gae_step(
+            arguments, env, t, rewards[t, env], value, dones[t, env], following_value, last_advantage
+        )
+        following_value = value
+        t -= 1
+
+
+@njit
+def _gae_step(arguments, env, t, reward, value, done, following_value, last_advantage):
+    """One step of GAE's recursion at step ``t``: writes the advantage and the return, and returns
+    the advantage."""
+    gamma, gae_lambda, advantages, returns = arguments[4:]
+    not_done = 1.0 - done
+    delta = reward + gamma * following_value * not_done - value
+    last_advantage = delta + gamma * gae_lambda * not_done * last_advantage
+    advantages[t, env] = last_advantage
+    returns[t, env] = last_advantage + value
+    return last_advantage
 
 
 #: Rounds of the Feistel network that shuffles an epoch's rows (:class:`RowShuffle`).
@@ -277,10 +302,11 @@ class RowShuffle:
         self.left_bits, self.right_bits = bits // 2, bits - bits // 2
         self._kernel = PerEnvironmentKernel(shuffled_row, device)
 
-    def __call__(self) -> torch.Tensor:
-        """A permutation of ``range(count)`` (int64, on the device)."""
+    def __call__(self, out: torch.Tensor | None = None) -> torch.Tensor:
+        """A permutation of ``range(count)`` (int64, on the device), written into ``out`` (``count``
+        contiguous int64) where given."""
         keys = torch.randint(0, 2**62, (SHUFFLE_ROUNDS,), device=self.device, generator=self.generator)
-        order = torch.empty(self.count, dtype=torch.int64, device=self.device)
+        order = torch.empty(self.count, dtype=torch.int64, device=self.device) if out is None else out
         arguments = (self.count, self.left_bits, self.right_bits, numba_view(keys), numba_view(order))
         self._kernel(self.count, arguments)
         return order

@@ -445,8 +445,9 @@ class OnPolicyTrainer:
         """How much of the returns' variance the rollout's values explain (NaN for constant returns)."""
         buffer = (learner or self.single).buffer
         returns, values = buffer.returns, buffer.values
-        variance = returns.var()
-        return torch.where(variance > 0, 1 - (returns - values).var() / variance, torch.nan)
+        # Both variances in one reduction.
+        variance, unexplained = torch.stack([returns, returns - values]).flatten(1).var(dim=1)
+        return torch.where(variance > 0, 1 - unexplained / variance, torch.nan)
 
     def train(
         self,
@@ -857,7 +858,8 @@ def advantage_statistics(
     """Mean and (unbiased) standard deviation of ``advantages`` along the last axis, over the rows
     with weight 1 when ``weights`` are given, as :func:`normalize_advantages` uses them."""
     if weights is None:
-        return advantages.mean(-1), advantages.std(-1)
+        std, mean = torch.std_mean(advantages, -1)  # one pass (Welford's), not two
+        return mean, std
     count = weights.sum(-1).clamp(min=2.0)
     mean = (advantages * weights).sum(-1) / count
     variance = ((advantages - mean.unsqueeze(-1)).square() * weights).sum(-1) / (count - 1)
