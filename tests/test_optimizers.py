@@ -215,6 +215,13 @@ for scale in (10.0, 0.001, 3.0):  # clipped, not clipped, clipped
     state = theirs.state[reference]
     torch.testing.assert_close(exp_avg, state["exp_avg"], rtol=1e-5, atol=1e-8)
     torch.testing.assert_close(exp_avg_sq, state["exp_avg_sq"], rtol=1e-5, atol=1e-10)
+
+# A NaN gradient makes every weight NaN, as torch's clipping (a product with the NaN norm) does.
+grad = torch.randn(n)
+grad[7] = float("nan")
+step += 1
+clipped_adam_step(grad, param, exp_avg, exp_avg_sq, step, lr, 0.5, (0.9, 0.999), 1e-5)
+assert param.isnan().all()
 """
 
 

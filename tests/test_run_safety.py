@@ -211,6 +211,15 @@ def test_the_health_flags_name_exactly_the_tensors_holding_nan_or_infinity(bad):
     assert trainer.health_flags().tolist() == [1.0, 0.0, 1.0]
 
 
+def test_the_health_flags_read_each_tensor_in_its_own_precision():
+    trainer = make_trainer(TrainConfig(num_envs=4, num_steps=8, total_timesteps=320))
+    trainer.buffer.rewards = trainer.buffer.rewards.double()
+    trainer.buffer.rewards.fill_(1.0e300)  # finite in float64, not in float32
+    assert trainer.health_flags().tolist() == [1.0, 1.0, 1.0]
+    trainer.buffer.rewards[1, 1] = math.nan
+    assert trainer.health_flags().tolist() == [1.0, 0.0, 1.0]
+
+
 def test_state_check_field_names_are_checked():
     with pytest.raises(ValueError, match="not state fields"):
         dataclasses.replace(POISONED, finite_state_fields=("velocity",))

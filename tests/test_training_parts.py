@@ -429,3 +429,13 @@ def test_neg_pos_env_ratio_trains_and_reports_the_rows_it_kept():
     # Random Cartpole play lasts about 22 steps: after the first, an 8-step rollout ends the episodes
     # of about a third of the rows, and half as many others are drawn.
     assert fractions[0] == 1.0 and max(fractions[1:]) < 0.75
+
+
+def test_rollouts_are_queued_ahead_only_where_a_rollout_leaves_saved_state_alone():
+    def changes(**fields) -> bool:
+        config = TrainConfig(env_id="CartPole-v1", num_envs=4, num_steps=8, total_timesteps=64, **fields)
+        return PPOTrainer(config).rollout_changes_saved_state()
+
+    assert not changes()
+    assert changes(normalize_reward=True)  # the reward scaler's statistics are checkpointed
+    assert changes(neg_pos_env_ratio=0.5)  # down-sampling draws from the checkpointed generator

@@ -23,7 +23,8 @@ def clipped_adam(
         g = tl.load(grad + start + offsets, mask=start + offsets < n, other=0.0)
         squares += g * g
     norm = tl.sqrt(tl.sum(squares, axis=0))
-    coefficient = tl.minimum(max_norm / (norm + 1e-6), 1.0)
+    # A NaN norm gives NaN weights, as torch's clipping (which multiplies by it) does.
+    coefficient = tl.minimum(max_norm / (norm + 1e-6), 1.0, propagate_nan=tl.PropagateNan.ALL)
     step64 = tl.load(step).to(tl.float64)
     bias_correction1 = 1.0 - tl.exp(step64 * tl.log(tl.cast(beta1, tl.float64)))
     bias_correction2 = 1.0 - tl.exp(step64 * tl.log(tl.cast(beta2, tl.float64)))

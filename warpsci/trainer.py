@@ -143,7 +143,8 @@ class OnPolicyTrainer:
         self._non_finite = False
         #: On a GPU, queue the next iteration's rollout behind this iteration's update before waiting
         #: for this iteration's numbers, so that the GPU works while the host launches it; it goes
-        #: unused when the run stops after this iteration.
+        #: unused when the run stops after this iteration. Not where a rollout changes what a
+        #: checkpoint holds (:meth:`rollout_changes_saved_state`).
         self.queue_ahead = True
 
     # ----------------------------------------------------------------------------- one policy
@@ -354,6 +355,16 @@ class OnPolicyTrainer:
         self.launch_rollout()
         return self.episode_statistics()
 
+    def rollout_changes_saved_state(self) -> bool:
+        """Whether a rollout changes what a checkpoint holds: a reward scaler's statistics
+        (``normalize_reward``) or the generator's draws (``neg_pos_env_ratio``). Such runs do not
+        queue a rollout ahead (``queue_ahead``), so that a checkpoint written after an iteration
+        holds that iteration's state, not some of the next rollout's."""
+        return any(
+            learner.reward_scaler is not None or learner.config.neg_pos_env_ratio is not None
+            for learner in self.learners
+        )
+
     def launch_rollout(self) -> None:
         """Queue one iteration's rollout and advantages (a graph replay where captured)."""
         if self._graph is not None:
@@ -538,7 +549,9 @@ class OnPolicyTrainer:
         mean_return = math.nan
         solved_at = None
         stopped_by = None
-        queue_ahead = self.queue_ahead and self.device.type == "cuda"
+        queue_ahead = (
+            self.queue_ahead and self.device.type == "cuda" and not self.rollout_changes_saved_state()
+        )
         queued = False  # whether this iteration's rollout is queued already
         numbers = IterationNumbers(self.device)
         try:
@@ -727,13 +740,14 @@ class OnPolicyTrainer:
                 weights = torch.cat([parameter.reshape(-1) for parameter in parameters])
             tensors += [learner.buffer.obs, learner.buffer.rewards, weights]
         tensors += [self.env.state_tensors[field] for field in self.env.definition.finite_state_fields]
-        # One reduction per tensor, then one pass over all their extremes.
         extremes = [
             torch.aminmax(tensor) if tensor.numel() else (tensor.new_zeros(()), tensor.new_zeros(()))
             for tensor in tensors
         ]
-        pairs = torch.stack([value.float() for pair in extremes for value in pair]).view(len(tensors), 2)
-        return pairs.isfinite().all(dim=1).float()
+        if len({tensor.dtype for tensor in tensors}) == 1:  # one pass over all their extremes
+            pairs = torch.stack([value for pair in extremes for value in pair]).view(len(tensors), 2)
+            return pairs.isfinite().all(dim=1).float()
+        return torch.stack([torch.stack(pair).isfinite().all() for pair in extremes]).float()
 
     def raise_if_non_finite(
         self, health_names: list[str], health: list[float], losses: dict[str, float]
@@ -774,7 +788,7 @@ class IterationNumbers:
         if self.host is None or self.host.numel() != values.numel():
             self.host = torch.empty(values.numel(), dtype=values.dtype, pin_memory=True)
         self.host.copy_(values, non_blocking=True)
-        self.ready.record()
+        self.ready.record(torch.cuda.current_stream(values.device))
 
     def read(self) -> list[float]:
         """The copied numbers, once they have arrived."""
