@@ -3,8 +3,8 @@
 # continuous's parity and searches), PART=1 (loss heads: GPU test, sweep, phases against the
 # compiled autograd loss), PART=2 (end to end at 2K and 1M, Tag gridworld end to end, time to
 # solve), PART=3 (the learning tests on the GPU), PART=4 (issue 12's nearest-neighbour searches and
-# Tag continuous end to end), PART=5 (the branches prepared on 2026-11-26 without a GPU, against
-# the working tree). gymnasium and pettingzoo must be installed there first (wheels carried
+# Tag continuous end to end), PART=5 and PART=6 (the two branches prepared on 2026-11-26 without a
+# GPU, each against the working tree). gymnasium and pettingzoo must be installed there first (wheels carried
 # in .whl, as the device README says). PARTs 0, 2, 3 and 4 ran on an H100 on 2026-11-26, PART=1 on
 # an H200 that day (BENCHMARKS.md).
 set -u
@@ -52,14 +52,6 @@ timeout 300 python benchmarks/tag_continuous_grid.py "$OUT/tcg" parity env 2>&1 
 # End to end at 2,000 x 110 with WarpDrive's network (408K compiled, 364K eager before; goal 0.5M).
 timeout 240 python benchmarks/profile_iteration.py "$OUT/e2e" warpdrive compile 2>&1 | tail -4
 fi
-if [ "${PART:-1}" = 5 ]; then
-# Branches per-network-parameter-buffers (issue 18: a parameter buffer per network, for the 1M
-# figure) and tag-continuous-grouped-reads (issue 12: grouped reads in the step kernel), against
-# the working tree, alternating in one call. The device has no .git: copy each branch's changed
-# files into .ab/BRANCH first and carry .ab, e.g.
-#   for b in per-network-parameter-buffers tag-continuous-grouped-reads; do
-#     git diff --name-only main...$b | while read f; do mkdir -p .ab/$b/$(dirname $f)
-#       git show $b:$f > .ab/$b/$f; done; done
 swap() {  # swap BRANCH|main: put that version's files in place
   for f in $(cd .ab/$2 && find . -type f -name "*.py"); do
     [ -f .ab/main/$f ] || { mkdir -p .ab/main/$(dirname $f); cp $f .ab/main/$f; }
@@ -67,6 +59,14 @@ swap() {  # swap BRANCH|main: put that version's files in place
   if [ "$1" = main ]; then (cd .ab/main && find . -type f -name "*.py") | while read f; do cp .ab/main/$f $f; done
   else (cd .ab/$1 && find . -type f -name "*.py") | while read f; do cp .ab/$1/$f $f; done; fi
 }
+if [ "${PART:-1}" = 5 ]; then
+# Branches per-network-parameter-buffers (issue 18: a parameter buffer per network, for the 1M
+# figure) and tag-continuous-grouped-reads (issue 12: grouped reads in the step kernel), against
+# the working tree, each in its own call (PART=5, PART=6), alternating. The device has no .git: copy each branch's changed
+# files into .ab/BRANCH first and carry .ab, e.g.
+#   for b in per-network-parameter-buffers tag-continuous-grouped-reads; do
+#     git diff --name-only main...$b | while read f; do mkdir -p .ab/$b/$(dirname $f)
+#       git show $b:$f > .ab/$b/$f; done; done
 b=per-network-parameter-buffers
 swap $b $b
 timeout 150 python -m pytest -q -m gpu tests/test_optimizers.py tests/test_graphs_gpu.py -n 4 -p no:cacheprovider 2>&1 | tail -1
@@ -77,6 +77,8 @@ r = bench_train('CartPole-v1', $size, 'cuda', iterations=5)
 print('$version', $size, round(r.steps_per_second / 1e6, 2), 'M steps/s')" 2>&1 | tail -1; done
 done; done
 swap main $b
+fi
+if [ "${PART:-1}" = 6 ]; then
 b=tag-continuous-grouped-reads
 swap $b $b
 timeout 300 python benchmarks/tag_continuous_grid.py "$OUT/tcg-$b" parity 2>&1 | grep -E "^parity|mismatched|rror" | head -8
