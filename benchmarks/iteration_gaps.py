@@ -125,19 +125,10 @@ def time_parts(trainer) -> list[str]:
     def gradient_step() -> None:
         trainer.gradient_step(learner, None)
 
-    def episode_stats() -> None:
-        buffer = learner.buffer
-        for group in learner.groups:
-            returns = learner.columns(buffer.episode_returns, group.name)
-            ends = learner.columns(buffer.episode_ends, group.name)
-            trainer.recent_episodes[group.name].add(returns, ends)
-            lengths = learner.columns(buffer.episode_lengths, group.name)
-            torch.stack([(returns * ends).sum(), (lengths * ends).sum(), ends.sum()])
-
     parts = {
         "clip + optimizer step": gradient_step,
         "health flags": trainer.health_flags,
-        "episode statistics": episode_stats,
+        "episode statistics": trainer.episode_statistics,
         "explained variance": trainer.explained_variance,
         "advantages (critic, bootstrap, GAE)": lambda: trainer.compute_advantages(learner=learner),
     }

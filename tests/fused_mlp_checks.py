@@ -346,7 +346,7 @@ def loss_gradients_equal_autograd(
     ) -> dict:
         named = dict(zip(fused_loss.PPO_FIELDS, rollout, strict=False))
         launch = fused_loss.settings(policy, config, named, None, ppo=True)
-        return fused_loss.ppo_gradients(policy, config, named, rows, stats, ent_coef, launch)
+        return fused_loss.ppo_gradient_sums(policy, config, named, rows, stats, ent_coef, launch).losses()
 
     def fused_a2c(rollout: tuple, config: TrainConfig) -> dict:
         named = dict(zip(fused_loss.A2C_FIELDS, rollout, strict=False))

@@ -90,20 +90,24 @@ def test_captured_training_equals_eager_training(env_id, algo):
     assert returns == pytest.approx(expected, rel=1e-4, nan_ok=True)
 
 
+def small_cartpole(iterations: int, **fields) -> TrainConfig:
+    """Cartpole on CUDA, 256 environments, 16-step rollouts, ``iterations`` iterations, no
+    checkpoints; other TrainConfig ``fields`` as given."""
+    return TrainConfig(
+        env_id="CartPole-v1",
+        device="cuda",
+        num_envs=256,
+        num_steps=16,
+        total_timesteps=256 * 16 * iterations,
+        checkpoint_every=0,
+        **fields,
+    )
+
+
 @pytest.mark.parametrize("capture", [True, False])
 def test_rollouts_queued_ahead_train_as_the_loop_without_them(capture):
     def run(queue_ahead: bool):
-        config = TrainConfig(
-            env_id="CartPole-v1",
-            device="cuda",
-            seed=5,
-            num_envs=256,
-            num_steps=16,
-            total_timesteps=256 * 16 * 6,
-            capture_graphs=capture,
-            checkpoint_every=0,
-        )
-        trainer = make_trainer(config)
+        trainer = make_trainer(small_cartpole(6, seed=5, capture_graphs=capture))
         trainer.queue_ahead = queue_ahead
         return trainer, trainer.train()
 
@@ -117,16 +121,7 @@ def test_rollouts_queued_ahead_train_as_the_loop_without_them(capture):
 
 
 def test_a_run_that_stops_with_a_rollout_queued_ends_cleanly():
-    config = TrainConfig(
-        env_id="CartPole-v1",
-        device="cuda",
-        num_envs=256,
-        num_steps=16,
-        total_timesteps=256 * 16 * 6,
-        checkpoint_every=0,
-        target_return=0.0,
-    )
-    trainer = make_trainer(config)
+    trainer = make_trainer(small_cartpole(6, target_return=0.0))
     result = trainer.train()
     assert result.iterations == 1 and result.solved_at_step == 256 * 16
     torch.cuda.synchronize()
@@ -145,15 +140,7 @@ def test_fused_loss_training_clips_and_steps_in_one_kernel(monkeypatch):
         original(*arguments, **keywords)
 
     monkeypatch.setattr(optimizers, "clipped_adam_step", counted)
-    config = TrainConfig(
-        env_id="CartPole-v1",
-        device="cuda",
-        num_envs=256,
-        num_steps=16,
-        total_timesteps=256 * 16 * 2,
-        capture_graphs=False,
-        checkpoint_every=0,
-    )
+    config = small_cartpole(2, capture_graphs=False)
     make_trainer(config).train()
     assert len(calls) == 2 * config.update_epochs * config.num_minibatches
 

@@ -178,24 +178,6 @@ def mean_clip_fraction(minibatches: list[PPOSums]) -> torch.Tensor:
     return torch.stack([sums.policy[4] / sums.total for sums in minibatches]).mean()
 
 
-def ppo_gradients(
-    policy: ActorCritic,
-    config: TrainConfig,
-    rollout: dict[str, torch.Tensor | None],
-    index: torch.Tensor,
-    stats: torch.Tensor | None,
-    ent_coef: torch.Tensor,
-    launch: LaunchSettings,
-) -> dict[str, torch.Tensor]:
-    """Set every parameter's ``.grad`` of ``policy`` to the gradient of PPO's loss
-    (:func:`warpsci.ppo.ppo_losses`) on the rows ``index`` of ``rollout`` (as :func:`settings`
-    takes it), with the minibatch's ``stats`` as :func:`minibatch_indices` gives them, and return
-    the loss's parts under the same names, without the loss itself (device scalars, detached).
-    ``ent_coef``: a device scalar (a schedule may change it between replays of a captured update).
-    ``launch``: :func:`settings`'s."""
-    return ppo_gradient_sums(policy, config, rollout, index, stats, ent_coef, launch).losses()
-
-
 def ppo_gradient_sums(
     policy: ActorCritic,
     config: TrainConfig,
@@ -205,8 +187,13 @@ def ppo_gradient_sums(
     ent_coef: torch.Tensor,
     launch: LaunchSettings,
 ) -> PPOSums:
-    """:func:`ppo_gradients`, returning the loss's sums as the kernels leave them (no launch of
-    its own: a minibatch whose losses are not logged costs nothing more)."""
+    """Set every parameter's ``.grad`` of ``policy`` to the gradient of PPO's loss
+    (:func:`warpsci.ppo.ppo_losses`) on the rows ``index`` of ``rollout`` (as :func:`settings`
+    takes it), with the minibatch's ``stats`` as :func:`minibatch_indices` gives them, and return
+    the loss's sums as the kernels leave them (:class:`PPOSums`; its ``losses()`` names them as
+    ``ppo_losses`` does, without the loss itself): a minibatch whose losses are not logged costs no
+    launch more. ``ent_coef``: a device scalar (a schedule may change it between replays of a
+    captured update). ``launch``: :func:`settings`'s."""
     sums = _set_gradients(policy, config, rollout, index, index.numel(), stats, ent_coef, True, launch)
     total = index.numel() if stats is None or rollout.get("row_weights") is None else stats[2]
     return PPOSums(sums[0], sums[1], total)
