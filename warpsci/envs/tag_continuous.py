@@ -566,16 +566,27 @@ def is_agent_done(state, params, env, agent):
 
 @agent_function
 def write_features(state, params, obs, env, agent, other, slot, slots):
-    """The seven features of ``other`` seen from ``agent`` into slot ``slot`` of ``slots``."""
+    """The seven features of ``other`` seen from ``agent`` into slot ``slot`` of ``slots``.
+
+    Every value is read before any feature is written: a read placed after a write to the
+    observations cannot be moved above it (the compiler cannot rule out that they overlap), so on
+    a GPU each feature's reads waited for the feature before to be written."""
     diagonal = np.float32(math.sqrt(np.float32(2.0)) * params.grid_length)
     speed_scale = np.float32(params.max_speed + SPEED_EPSILON)
-    obs[env, agent, slot] = (state.x[env, other] - state.x[env, agent]) / diagonal
-    obs[env, agent, slots + slot] = (state.y[env, other] - state.y[env, agent]) / diagonal
-    obs[env, agent, 2 * slots + slot] = (state.v[env, other] - state.v[env, agent]) / speed_scale
-    obs[env, agent, 3 * slots + slot] = (state.accel[env, other] - state.accel[env, agent]) / speed_scale
-    obs[env, agent, 4 * slots + slot] = (state.theta[env, other] - state.theta[env, agent]) / TWO_PI
-    obs[env, agent, 5 * slots + slot] = np.float32(params.is_tagger[other])
-    obs[env, agent, 6 * slots + slot] = np.float32(state.in_game_before[env, other])
+    seen, me = np.uint32(other), np.uint32(agent)
+    xs, ys, vs, accels, thetas = state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env]
+    dx, dy = xs[seen] - xs[me], ys[seen] - ys[me]
+    dv, da, dtheta = vs[seen] - vs[me], accels[seen] - accels[me], thetas[seen] - thetas[me]
+    tagger, playing = np.float32(params.is_tagger[seen]), np.float32(state.in_game_before[env, seen])
+    # The observer's row, and uint32 places in it: signed ones cost a wrap-around check.
+    row, place, stride = obs[env, agent], np.uint32(slot), np.uint32(slots)
+    row[place] = dx / diagonal
+    row[np.uint32(place + stride)] = dy / diagonal
+    row[np.uint32(place + 2 * stride)] = dv / speed_scale
+    row[np.uint32(place + 3 * stride)] = da / speed_scale
+    row[np.uint32(place + 4 * stride)] = dtheta / TWO_PI
+    row[np.uint32(place + 5 * stride)] = tagger
+    row[np.uint32(place + 6 * stride)] = playing
 
 
 @agent_function
@@ -751,16 +762,21 @@ def sort_nearest(gaps, ids, nearest):
     """Order the k-nearest list by (distance, id), nearest first (insertion sort of its filled
     places, once per observer); ``nearest``: :func:`offer_nearest`'s state. Returns how many
     places hold an agent."""
-    filled = nearest[3]
-    for place in range(1, filled):
+    filled = np.uint32(nearest[3])
+    place = np.uint32(1)  # uint32 places: signed ones cost a wrap-around check each
+    while place < filled:
         gap, other = gaps[place], ids[place]
         position = place
-        while position > 0 and comes_after(gaps[position - 1], ids[position - 1], gap, other):
-            gaps[position] = gaps[position - 1]
-            ids[position] = ids[position - 1]
-            position -= 1
+        while position > np.uint32(0):
+            before = np.uint32(position - 1)
+            if not comes_after(gaps[before], ids[before], gap, other):
+                break
+            gaps[position] = gaps[before]
+            ids[position] = ids[before]
+            position = before
         gaps[position] = gap
         ids[position] = other
+        place = np.uint32(place + 1)
     return filled
 
 
@@ -886,8 +902,10 @@ def scan_nearest(state, env, agent, slots, gaps, ids, limit_gap, limit_id):
     count = np.uint32(xs.shape[0])
     other = np.uint32(0)
     while other < count:
-        if other != observer and playing[other] == 1:
-            gap = gap_between(x, y, xs[other], ys[other])
+        # The flag and the position read together (one wait on a GPU, where the flag's test
+        # before the position's reads made two).
+        flag, gap = playing[other], gap_between(x, y, xs[other], ys[other])
+        if other != observer and flag == 1:
             nearest = offer_nearest(gaps, ids, places, nearest, gap, np.int32(other))
         other = np.uint32(other + 1)
     return nearest
