@@ -796,12 +796,17 @@ def keep_nearest(state, params, env, agent, x0, x1, y0, y1, slots, gaps, ids, li
     for row in range(y0, y1 + 1):
         base = row * params.grid_cells
         index, end = np.uint32(starts[base + x0]), np.uint32(starts[base + x1 + 1])
+        # Each candidate's id is read one candidate ahead, so that on a GPU its position's reads
+        # need not first wait for it.
+        following = np.int32(filed[index]) if index < end else np.int32(0)
         while index < end:
-            other = np.int32(filed[index])
+            other = following
+            index = np.uint32(index + 1)
+            if index < end:
+                following = np.int32(filed[index])
             if other != observer:
                 gap = gap_between(x, y, xs[np.uint32(other)], ys[np.uint32(other)])
                 nearest = offer_nearest(gaps, ids, places, nearest, gap, other)
-            index = np.uint32(index + 1)
     return nearest
 
 
