@@ -84,6 +84,77 @@ def rounded_tf32_is_unbiased() -> None:
     assert abs(rounded) < 1e-4, f"rounded TF32 scaled the outputs by 1 + {rounded:.2e}"
 
 
+def _bf16(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.bfloat16().double()
+
+
+def bf16_products_round_their_operands(device: str = "cpu") -> None:
+    """``precision="bf16"`` (``TrainConfig.bf16``): each product's operands rounded to bfloat16,
+    sums in float32. The outputs equal a float64 emulation that rounds the operands so, far closer
+    than they equal the unrounded float64 network (bfloat16's error: 8-bit mantissas); the weight
+    gradients carry bfloat16-sized errors and no more; a bfloat16 policy's PPO loss runs inside
+    the kernels, with the gradients of autograd through the same bfloat16 kernels."""
+    from warpsci import fused_loss
+    from warpsci.config import TrainConfig
+
+    generator = torch.Generator().manual_seed(11)
+    net = mlp(6, (32, 48), 5, out_gain=1.0).to(device)
+    with torch.no_grad():
+        for parameter in net.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator).to(device) * 0.4)
+    x = torch.randn(300, 6, generator=generator).to(device)
+    out = fused_mlp(net, x, precision="bf16")
+    weights = torch.randn(out.shape, generator=generator).to(device)
+    (out * weights).sum().backward()
+    grads = [parameter.grad.clone() for parameter in net.parameters()]
+    emulated = x.double()
+    layers = [module for module in net if isinstance(module, torch.nn.Linear)]
+    for index, layer in enumerate(layers):
+        emulated = _bf16(emulated) @ _bf16(layer.weight.detach()).T + layer.bias.detach().double()
+        if index < 2:
+            emulated = emulated.tanh()
+    reference = net.double()
+    reference.zero_grad()
+    exact = reference(x.double())
+    (exact * weights.double()).sum().backward()
+    to_emulation, to_exact = _relative(out, emulated), _relative(out, exact)
+    # On a GPU the hidden layers' tanh is the hardware's approximation (relative error 2^-10.9).
+    assert to_emulation < (2e-3 if device == "cuda" else 1e-4), f"{to_emulation:.2e} from the emulation"
+    assert 1e-3 < to_exact < 3e-2, f"{to_exact:.2e} from float64: not bfloat16-sized"
+    for grad, (name, parameter) in zip(grads, reference.named_parameters(), strict=True):
+        error = _relative(grad, parameter.grad)
+        assert error < 3e-2, f"gradient of {name} differs by {error:.2e} from float64"
+
+    torch.manual_seed(5)
+    policy = ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True, bf16=True).to(device)
+    parameters = list(policy.parameters())
+    total = 200
+    obs = torch.randn(total, 6, generator=generator).to(device)
+    actions = torch.randint(0, 5, (total,), generator=generator).to(device)
+    with torch.no_grad():
+        log_probs, _, values = policy.evaluate(obs, actions)
+    noise = [torch.randn(total, generator=generator).to(device) for _ in range(4)]
+    rollout = {"obs": obs, "actions": actions, "old_log_probs": log_probs + 0.3 * noise[0],
+               "advantages": noise[1], "returns": values + noise[2],
+               "old_values": values + 0.3 * noise[3]}  # fmt: skip
+    index = torch.randperm(total, generator=generator)[:137].to(device)
+    config, ent_coef = TrainConfig(), torch.tensor(0.05, device=device)
+    launch = fused_loss.settings(policy, config, rollout, None, ppo=True)
+    assert launch is not None, "a bfloat16 policy's loss runs inside the kernels"
+    [(rows, stats)] = fused_loss.minibatch_indices(rollout["advantages"], None, index, 137, True)
+    fused_loss.ppo_gradient_sums(policy, config, rollout, rows, stats, ent_coef, launch)
+    fused_grads = [parameter.grad.clone() for parameter in parameters]
+    from warpsci.ppo import ppo_losses
+
+    for parameter in parameters:
+        parameter.grad = None
+    fields = (*(rollout.get(name) for name in fused_loss.PPO_FIELDS), None)
+    ppo_losses(policy, config, fields, index, ent_coef)["loss"].backward()
+    for fused_grad, parameter in zip(fused_grads, parameters, strict=True):
+        error = _relative(fused_grad, parameter.grad)
+        assert error < 1e-3, f"loss in the kernels against autograd, bfloat16 both: {error:.2e}"
+
+
 def leading_dimensions_are_kept() -> None:
     net = mlp(6, (32, 32), 5, out_gain=1.0)
     x = torch.randn(3, 7, 6)
@@ -274,7 +345,6 @@ def loss_gradients_equal_autograd(
         "shared trunk": ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True, shared_trunk=True),
         "normalised observations": ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True,
                                                normalize_obs=True),
-        "bfloat16": ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True, bf16=True),
         "MultiDiscrete": ActorCritic(6, gymnasium.spaces.MultiDiscrete([2, 3]), (24, 40), fused=True),
         "Box": ActorCritic(6, gymnasium.spaces.Box(-1, 1, (2,)), (24, 40), fused=True),
         "not fused": ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=False),
@@ -381,6 +451,7 @@ def loss_gradients_equal_autograd(
 CHECKS = (
     forward_and_gradients_match_float64,
     rounded_tf32_is_unbiased,
+    bf16_products_round_their_operands,
     leading_dimensions_are_kept,
     only_supported_networks_are_fused,
     actor_critic_equals_unfused,

@@ -88,6 +88,15 @@ def test_loss_inside_the_kernels_on_the_gpu(hidden):
         torch.set_float32_matmul_precision(previous)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_bf16_products_on_the_gpu():
+    """``precision="bf16"`` on the bfloat16 tensor cores: outputs as the float64 emulation that
+    rounds each product's operands, bfloat16-sized errors in the gradients, the loss inside the
+    kernels as autograd through them."""
+    fused_mlp_checks.bf16_products_round_their_operands("cuda")
+
+
 class _FakeKernels:
     """Stands in for :mod:`warpsci.mlp_kernels`: records each launch's precision and rows per
     program, and refuses to load (as Triton does when a kernel needs more shared memory than the

@@ -66,3 +66,11 @@ def test_bf16_products_still_learn_cartpole_on_the_cpu(tmp_path):
 def test_preset_learns_on_the_gpu(env_id, algo, tmp_path):
     summary = train_with_preset(env_id, algo, "cuda", tmp_path / "run")
     assert summary["eval_mean_return"] >= THRESHOLDS[(env_id, algo)], summary
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_bf16_products_still_learn_cartpole_on_the_gpu(tmp_path):
+    """The PPO preset with bfloat16 products on CUDA: inside the fused kernels, loss included."""
+    summary = train_with_preset("CartPole-v1", "ppo", "cuda", tmp_path / "run", "--bf16")
+    assert summary["eval_mean_return"] >= THRESHOLDS[("CartPole-v1", "ppo")], summary

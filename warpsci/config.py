@@ -124,7 +124,7 @@ class TrainConfig:
     gradients equal PyTorch's up to TF32 rounding. A network whose kernels do not fit the GPU's
     shared memory under any launch setting runs PyTorch's layers. With ``compile`` the kernels stay
     inside the compiled loss (as torch custom operators). With a ``Discrete`` action space (no
-    action masks, observation normalisation, shared trunk or ``bf16``), PPO's and A2C's losses are
+    action masks, observation normalisation or shared trunk), PPO's and A2C's losses are
     computed inside the backward kernels (:mod:`warpsci.fused_loss`; H100, PPO on Cartpole at 2K
     environments: 58.2M steps/s end to end, against 50.8M with the autograd loss compiled). Other
     networks and the CPU use PyTorch's layers; ``--no-fused-mlp`` does everywhere."""
@@ -133,10 +133,10 @@ class TrainConfig:
     passes, the critic's pass and the update; weights, optimizer state and losses stay float32,
     gradients are float32 tensors computed from bfloat16 products, and every network output is
     returned as float32. Half the memory traffic of the hidden activations and twice the
-    tensor-core rate of TF32, for 8-bit mantissas in the products. Applies to PyTorch's layers:
-    networks that the fused kernels run (``fused_mlp`` on CUDA) keep them, so combine it with
-    ``--no-fused-mlp`` for those. Works on the CPU too (fast where the CPU has bfloat16
-    instructions, e.g. AMX)."""
+    tensor-core rate of TF32, for 8-bit mantissas in the products. PyTorch's layers run under
+    ``torch.autocast``; networks that the fused kernels run (``fused_mlp`` on CUDA) take their
+    operands rounded to bfloat16 there, loss inside the kernels included. Works on the CPU too
+    (fast where the CPU has bfloat16 instructions, e.g. AMX)."""
     compile: bool = False
     """``torch.compile`` (inductor) the update's loss with its backward pass: the minibatch gather,
     the element-wise work and the reductions are fused into a few generated kernels instead of

@@ -16,9 +16,9 @@ The formulas are :func:`warpsci.ppo.ppo_losses`'s and :func:`warpsci.a2c.a2c_los
 hand, including torch's conventions at the edges (ties of ``maximum`` split the gradient, ``clamp``
 passes it at its bounds); the tests check the two paths against each other (gradients and logged
 losses). :func:`settings` says where this path runs (None elsewhere): a categorical policy (``Discrete``
-actions) of separate two-hidden-layer tanh networks on the fused kernels, without observation
-normalisation, bfloat16 or action masks, on contiguous rollout tensors; elsewhere the algorithms
-differentiate their loss functions.
+actions) of separate two-hidden-layer tanh networks on the fused kernels (in the networks' products,
+:attr:`warpsci.networks.ActorCritic.fused_precision`), without observation normalisation or action
+masks, on contiguous rollout tensors; elsewhere the algorithms differentiate their loss functions.
 """
 
 from __future__ import annotations
@@ -65,7 +65,6 @@ def settings(
         policy.fused
         and policy.kind == "discrete"
         and not policy.shared_trunk
-        and not policy.bf16
         and policy.obs_normalizer is None
         and masks is None
         and can_fuse(policy.actor, obs)
@@ -79,7 +78,7 @@ def settings(
     # One launch runs both networks at the actor's widths: the critic's hidden layers must match.
     if any(a.weight.shape != c.weight.shape for a, c in zip(actor[:2], critic[:2], strict=True)):
         return None
-    precision = resolved_precision("default")
+    precision = resolved_precision(policy.fused_precision)
     flags = (
         precision,
         config.norm_adv,
@@ -263,6 +262,13 @@ def _launch_heads(
         for net in (policy.actor, policy.critic)
     ]
     results = actor_critic_pass(
-        rollout["obs"], rows, *networks, resolved_precision("default"), launch, index, tensors, options
+        rollout["obs"],
+        rows,
+        *networks,
+        resolved_precision(policy.fused_precision),
+        launch,
+        index,
+        tensors,
+        options,
     )
     return [(parameters, flat, parts) for parameters, (flat, parts) in zip(networks, results, strict=True)]

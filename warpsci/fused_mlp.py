@@ -202,8 +202,9 @@ def fused_mlp(module: nn.Module, x: torch.Tensor, precision: str | None = None) 
     (:func:`can_fuse`), else through ``module``. Differentiable with respect to the weights.
     ``precision``: ``"ieee"`` (float32 arithmetic), ``"tf32"`` (tensor cores, 10-bit mantissas,
     truncated: biased, see the module's docstring), ``"tf32_rounded"`` (operands rounded to TF32
-    to nearest first: TF32's speed and error, unbiased) or ``"tf32x3"`` (three TF32 products per
-    product, float32 accuracy, half the speed); default :func:`default_precision`."""
+    to nearest first: TF32's speed and error, unbiased), ``"tf32x3"`` (three TF32 products per
+    product, float32 accuracy, half the speed) or ``"bf16"`` (operands rounded to bfloat16, sums
+    in float32: ``TrainConfig.bf16``); default :func:`default_precision`."""
     if not can_fuse(module, x):
         return module(x)
     first, second, third = mlp_layers(module)
@@ -430,7 +431,7 @@ def _settings(x, w1, w2, w3, precision: str) -> LaunchSettings:
 
 
 #: What :func:`fused_mlp`'s ``precision`` accepts ("default": :func:`default_precision`).
-PRECISIONS = ("default", "ieee", "tf32", "tf32_rounded", "tf32x3")
+PRECISIONS = ("default", "ieee", "tf32", "tf32_rounded", "tf32x3", "bf16")
 
 
 def resolved_precision(precision: str) -> str:

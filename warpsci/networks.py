@@ -157,8 +157,9 @@ class ActorCritic(nn.Module):
         shared_trunk: One stack of hidden layers for the actor and the critic, with a policy head
             and a value head on top (WarpDrive's ``FullyConnected``: about half the arithmetic of
             two networks), instead of two networks. Default False.
-        bf16: Matrix products of PyTorch's layers in bfloat16 (``torch.autocast``), outputs
-            returned as float32 (:attr:`warpsci.config.TrainConfig.bf16`). Default False.
+        bf16: Matrix products in bfloat16, outputs returned as float32: PyTorch's layers under
+            ``torch.autocast``, the fused kernels with ``precision="bf16"``
+            (:attr:`warpsci.config.TrainConfig.bf16`). Default False.
 
     ``actor`` and ``critic`` are ``nn.Sequential`` modules from observations to the actor's raw
     output and to the value; with a shared trunk both start with the same trunk module.
@@ -248,6 +249,13 @@ class ActorCritic(nn.Module):
             bf16=config.bf16,
         )
 
+    @property
+    def fused_precision(self) -> str:
+        """The fused kernels' products (:data:`warpsci.fused_mlp.PRECISIONS`): ``"bf16"`` with
+        ``bf16``, else ``"default"`` (TF32 rounded, or float32 where torch's matmul precision is
+        ``"highest"``)."""
+        return "bf16" if self.bf16 else "default"
+
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Observations as the networks see them."""
         return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
@@ -255,7 +263,7 @@ class ActorCritic(nn.Module):
     def _run(self, network: nn.Module, features: torch.Tensor) -> torch.Tensor:
         """``network(features)``: through the fused kernels, in bfloat16 products, or as it is."""
         if self.fused and can_fuse(network, features):
-            return fused_mlp(network, features)
+            return fused_mlp(network, features, self.fused_precision)
         if self.bf16:
             # Not cached: a CUDA graph replays the casts of weights an update has changed.
             with torch.autocast(features.device.type, dtype=torch.bfloat16, cache_enabled=False):
