@@ -34,6 +34,7 @@ from warpsci.ppo import PPOTrainer
 MODES: dict[str, dict] = {
     "fused": {},
     "fused-compiled": {"compile": True},
+    "fused-bf16": {"bf16": True},
     "layers": {"fused_mlp": False},
     "layers-compiled": {"fused_mlp": False, "compile": True},
     "layers-bf16": {"fused_mlp": False, "bf16": True},
