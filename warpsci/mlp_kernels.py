@@ -10,6 +10,10 @@ import os
 import triton
 import triton.language as tl
 
+from warpsci.triton_key import remember_triton_key
+
+remember_triton_key()  # before any kernel is loaded from Triton's cache
+
 #: Whether the kernels run on a GPU; Triton's interpreter (``TRITON_INTERPRET=1``) has no inline
 #: assembly.
 ON_GPU = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")

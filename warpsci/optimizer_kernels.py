@@ -4,6 +4,10 @@ needs a CUDA build of torch, or ``TRITON_INTERPRET=1``)."""
 import triton
 import triton.language as tl
 
+from warpsci.triton_key import remember_triton_key
+
+remember_triton_key()  # before any kernel is loaded from Triton's cache
+
 
 @triton.jit(do_not_specialize=["grad"])
 def clipped_adam(
