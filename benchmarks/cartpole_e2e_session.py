@@ -5,7 +5,7 @@ goes (rollout against update), and the time to solve Cartpole from process start
 
     python benchmarks/cartpole_e2e_session.py OUT_DIR [--parts train phases solve]
         [--sizes 2048 65536 262144] [--modes fused layers-compiled ...] [--phase-sizes 2048 65536]
-        [--three-launch-rollout] [--autograd-loss]
+        [--three-launch-rollout] [--autograd-loss] [--solve-rounds 1]
 
 Modes (``MODES``): ``fused`` is the default build (Triton MLP kernels), ``layers`` PyTorch's
 layers, ``-compiled`` adds ``TrainConfig.compile``, ``-bf16`` ``TrainConfig.bf16``. Figures are
@@ -124,8 +124,18 @@ def phases(out: Path, sizes: list[int], modes: list[str]) -> None:
     write_csv(out / "phases.csv", rows)
 
 
-def solve(out: Path, seeds: int = 3) -> None:
-    """Time to a last-100 mean of 475 from process start (warm kernel cache), and a bare torch start."""
+def bare_torch_start() -> float:
+    """Seconds of a fresh ``python -c "import torch; torch.cuda.init()"``."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch; torch.cuda.init()"], check=True)
+    return time.perf_counter() - start
+
+
+def solve(out: Path, seeds: int = 3, rounds: int = 1) -> None:
+    """Time to a last-100 mean of 475 from process start (warm kernel cache), and a bare torch start.
+    Five bare starts first (their median is the ``warpsci_share_s`` baseline), then ``rounds``
+    rounds of seeds 1..``seeds``, each run right after a bare start of its own
+    (``paired_share_s``: the share against that one, which follows the host's drift)."""
     common = [
         sys.executable,
         "-m",
@@ -146,48 +156,55 @@ def solve(out: Path, seeds: int = 3) -> None:
     )
     print(f"solve: first (cold) process {time.perf_counter() - start:.2f} s, rc {cold.returncode}")
     print("\n".join(line for line in cold.stdout.splitlines() if "compil" in line))
-    bare = []
-    for _ in range(5):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import torch; torch.cuda.init()"], check=True)
-        bare.append(time.perf_counter() - start)
+    bare = [bare_torch_start() for _ in range(5)]
     bare_s = statistics.median(bare)
     print(
         f"solve: bare `import torch; torch.cuda.init()` median {bare_s:.2f} s",
         "(" + ", ".join(f"{b:.2f}" for b in bare) + ")",
     )
     rows = []
-    for seed in range(1, seeds + 1):
-        run_dir = out / "runs" / f"solve-{seed}"
-        start = time.perf_counter()
-        done = subprocess.run(
-            common + ["--target-return", "475", "--seed", str(seed), "--run-dir", str(run_dir)],
-            capture_output=True,
-            text=True,
-        )
-        wall = time.perf_counter() - start
-        if done.returncode != 0:
-            print(f"solve seed {seed} failed:", done.stderr[-1500:])
-            continue
-        summary = json.loads((run_dir / "summary.json").read_text())
-        to_target = summary.get("time_to_target_s")
-        own = None if to_target is None else round(to_target - bare_s, 2)
-        rows.append(
-            {
-                "seed": seed,
-                "process_s": round(wall, 2),
-                "time_to_target_s": to_target,
-                "bare_torch_s": round(bare_s, 2),
-                "warpsci_share_s": own,
-                "train_wall_time_s": summary["train_wall_time_s"],
-                "solved_at_step": summary.get("solved_at_step"),
-            }
-        )
-        print(
-            f"solve seed {seed}: process {wall:.2f} s, to target {to_target} s, warpsci's share {own} s, "
-            f"training {summary['train_wall_time_s']} s, solved at {summary.get('solved_at_step')}",
-            flush=True,
-        )
+    for round_index in range(rounds):
+        for seed in range(1, seeds + 1):
+            run_dir = out / "runs" / f"solve-{seed}-{round_index}"
+            paired = bare_torch_start()
+            start = time.perf_counter()
+            done = subprocess.run(
+                common + ["--target-return", "475", "--seed", str(seed), "--run-dir", str(run_dir)],
+                capture_output=True,
+                text=True,
+            )
+            wall = time.perf_counter() - start
+            if done.returncode != 0:
+                print(f"solve seed {seed} failed:", done.stderr[-1500:])
+                continue
+            summary = json.loads((run_dir / "summary.json").read_text())
+            to_target = summary.get("time_to_target_s")
+            own = None if to_target is None else round(to_target - bare_s, 2)
+            own_paired = None if to_target is None else round(to_target - paired, 2)
+            rows.append(
+                {
+                    "round": round_index + 1,
+                    "seed": seed,
+                    "process_s": round(wall, 2),
+                    "time_to_target_s": to_target,
+                    "bare_torch_s": round(bare_s, 2),
+                    "warpsci_share_s": own,
+                    "paired_bare_s": round(paired, 2),
+                    "paired_share_s": own_paired,
+                    "train_wall_time_s": summary["train_wall_time_s"],
+                    "solved_at_step": summary.get("solved_at_step"),
+                }
+            )
+            print(
+                f"solve round {round_index + 1} seed {seed}: process {wall:.2f} s, to target {to_target} s, "
+                f"warpsci's share {own} s (against the bare start just before, {paired:.2f} s: "
+                f"{own_paired} s), training {summary['train_wall_time_s']} s, "
+                f"solved at {summary.get('solved_at_step')}",
+                flush=True,
+            )
+    shares = [row["paired_share_s"] for row in rows if row["paired_share_s"] is not None]
+    if shares:
+        print(f"solve: paired shares median {statistics.median(shares):.2f} s over {len(shares)} runs")
     write_csv(out / "solve.csv", rows)
 
 
@@ -197,6 +214,7 @@ def main() -> None:
     )
     parser.add_argument("out_dir")
     parser.add_argument("--parts", nargs="+", default=["train", "phases", "solve"])
+    parser.add_argument("--solve-rounds", type=int, default=1, help="rounds of seeds 1-3 in the solve part")
     parser.add_argument("--sizes", nargs="+", type=int, default=[2048, 65536, 262144])
     parser.add_argument("--modes", nargs="+", default=["fused", "layers-compiled"], choices=list(MODES))
     parser.add_argument("--phase-sizes", nargs="+", type=int, default=[2048, 65536])
@@ -227,7 +245,7 @@ def main() -> None:
     if "phases" in args.parts:
         phases(out, args.phase_sizes, args.modes)
     if "solve" in args.parts:
-        solve(out)
+        solve(out, rounds=args.solve_rounds)
 
 
 if __name__ == "__main__":
