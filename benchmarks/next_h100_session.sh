@@ -1,12 +1,12 @@
-# H100 checks for issues 18 and 12, from the repository root with OUT set, calls of under 10
-# minutes each: PART=0 (what was built without a GPU: the epoch shuffle's GPU test and phases, Tag
-# continuous's parity and searches), PART=1 (loss heads: GPU test, sweep, phases against the
-# compiled autograd loss), PART=2 (end to end at 2K and 1M, Tag gridworld end to end, time to
-# solve), PART=3 (the learning tests on the GPU), PART=4 (issue 12's nearest-neighbour searches and
-# Tag continuous end to end), PART=5 and PART=6 (the two branches prepared on 2026-11-26 without a
-# GPU, each against the working tree). gymnasium and pettingzoo must be installed there first (wheels carried
-# in .whl, as the device README says). PARTs 0, 2, 3 and 4 ran on an H100 on 2026-11-26, PART=1 on
-# an H200 that day (BENCHMARKS.md).
+# H100 checks for issues 12 and 18, from the repository root with OUT set, calls of under 10
+# minutes each: PART=0 (the epoch shuffle's GPU test and phases, Tag continuous's parity and
+# searches), PART=1 (loss heads: GPU test, sweep, phases against the compiled autograd loss),
+# PART=2 (end to end at 2K and 1M, Tag gridworld end to end, time to solve), PART=3 (the learning
+# tests on the GPU), PART=4 (issue 12's nearest-neighbour searches and Tag continuous end to end),
+# PART=5 (the GPU tests not rerun after 2026-11-26's kernel change), PART=6 (a Tag continuous
+# branch against the working tree). gymnasium and pettingzoo must be installed there first (wheels
+# carried in .whl, as the device README says). PARTs 0-4 and the earlier PART 5 and 6 (two branches)
+# ran on H100s on 2026-11-26 (BENCHMARKS.md).
 set -u
 mkdir -p "$OUT"
 if [ "${PART:-1}" = 0 ]; then
@@ -60,26 +60,19 @@ swap() {  # swap BRANCH|main: put that version's files in place
   else (cd .ab/$1 && find . -type f -name "*.py") | while read f; do cp .ab/$1/$f $f; done; fi
 }
 if [ "${PART:-1}" = 5 ]; then
-# Branches per-network-parameter-buffers (issue 18: a parameter buffer per network, for the 1M
-# figure) and tag-continuous-grouped-reads (issue 12: grouped reads in the step kernel), against
-# the working tree, each in its own call (PART=5, PART=6), alternating. The device has no .git: copy each branch's changed
-# files into .ab/BRANCH first and carry .ab, e.g.
-#   for b in per-network-parameter-buffers tag-continuous-grouped-reads; do
-#     git diff --name-only main...$b | while read f; do mkdir -p .ab/$b/$(dirname $f)
-#       git show $b:$f > .ab/$b/$f; done; done
-b=per-network-parameter-buffers
-swap $b $b
-timeout 150 python -m pytest -q -m gpu tests/test_optimizers.py tests/test_graphs_gpu.py -n 4 -p no:cacheprovider 2>&1 | tail -1
-for round in 1 2; do for version in $b main; do swap $version $b
-  for size in 2048 1048576; do timeout 90 python -c "
-from warpsci.bench import bench_train
-r = bench_train('CartPole-v1', $size, 'cuda', iterations=5)
-print('$version', $size, round(r.steps_per_second / 1e6, 2), 'M steps/s')" 2>&1 | tail -1; done
-done; done
-swap main $b
+# The fused kernels' GPU tests that the session of 2026-11-26 (third) did not rerun after the
+# hardware tanh and bfloat16 products (float32 products at every width, the loss inside the
+# kernels against autograd), then the optimizer, rollout-kernel, COVID-19 and run-safety GPU tests.
+timeout 560 python -m pytest -q -m gpu -n 8 -p no:cacheprovider tests/test_fused_mlp.py tests/test_optimizers.py \
+  tests/test_rollout_kernels.py tests/test_covid_economy_gpu.py tests/test_run_safety.py tests/test_networks.py 2>&1 | tail -2
 fi
 if [ "${PART:-1}" = 6 ]; then
-b=tag-continuous-grouped-reads
+# A Tag continuous branch against the working tree (BRANCH, default tag-continuous-squared-prefilter:
+# squared distances beyond the list's limit skipped before their root; prepared 2026-11-26 without a
+# GPU). The device has no .git: copy the branch's changed files into .ab/BRANCH first and carry .ab:
+#   b=tag-continuous-squared-prefilter; git diff --name-only main...$b | while read f; do
+#     mkdir -p .ab/$b/$(dirname $f); git show $b:$f > .ab/$b/$f; done
+b=${BRANCH:-tag-continuous-squared-prefilter}
 swap $b $b
 timeout 300 python benchmarks/tag_continuous_grid.py "$OUT/tcg-$b" parity 2>&1 | grep -E "^parity|mismatched|rror" | head -8
 for round in 1 2; do for version in $b main; do swap $version $b
