@@ -175,7 +175,7 @@ def solve(out: Path, seeds: int = 3, rounds: int = 1) -> None:
             )
             wall = time.perf_counter() - start
             if done.returncode != 0:
-                print(f"solve seed {seed} failed:", done.stderr[-1500:])
+                print(f"solve round {round_index + 1} seed {seed} failed:", done.stderr[-1500:])
                 continue
             summary = json.loads((run_dir / "summary.json").read_text())
             to_target = summary.get("time_to_target_s")
@@ -202,6 +202,7 @@ def solve(out: Path, seeds: int = 3, rounds: int = 1) -> None:
                 f"solved at {summary.get('solved_at_step')}",
                 flush=True,
             )
+            write_csv(out / "solve.csv", rows)  # after every run: a later failure keeps these
     shares = [row["paired_share_s"] for row in rows if row["paired_share_s"] is not None]
     if shares:
         print(f"solve: paired shares median {statistics.median(shares):.2f} s over {len(shares)} runs")

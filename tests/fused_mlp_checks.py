@@ -124,6 +124,12 @@ def bf16_products_round_their_operands(device: str = "cpu") -> None:
     for grad, (name, parameter) in zip(grads, reference.named_parameters(), strict=True):
         error = _relative(grad, parameter.grad)
         assert error < 3e-2, f"gradient of {name} differs by {error:.2e} from float64"
+    # NaN stays NaN through the rounding (a carry can turn its bits into an infinity or a zero).
+    poisoned = x[:3].clone()
+    for row, bits in enumerate((0x7FFFFFFF, 0x7F800001, 0xFFFFFFFF)):
+        poisoned[row, 0] = torch.tensor(bits, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    with torch.no_grad():
+        assert torch.isnan(fused_mlp(net.float(), poisoned, precision="bf16")).all(), "NaN inputs lost"
 
     torch.manual_seed(5)
     policy = ActorCritic(6, gymnasium.spaces.Discrete(5), (24, 40), fused=True, bf16=True).to(device)
@@ -153,6 +159,19 @@ def bf16_products_round_their_operands(device: str = "cpu") -> None:
     for fused_grad, parameter in zip(fused_grads, parameters, strict=True):
         error = _relative(fused_grad, parameter.grad)
         assert error < 1e-3, f"loss in the kernels against autograd, bfloat16 both: {error:.2e}"
+    # The same policy in float32 products: bfloat16-sized differences show that the rollout's
+    # forward pass and the loss kernels took bfloat16 operands.
+    with torch.no_grad():
+        logits = policy.actor_output(obs)
+        policy.bf16 = False
+        float_logits, float_values = policy.actor_output(obs), policy.value(obs)
+    assert _relative(float_values, values) > 1e-4, "the bfloat16 policy's values are float32's"
+    assert _relative(float_logits, logits) > 1e-4, "the bfloat16 policy's logits are float32's"
+    launch = fused_loss.settings(policy, config, rollout, None, ppo=True)
+    fused_loss.ppo_gradient_sums(policy, config, rollout, rows, stats, ent_coef, launch)
+    difference = _relative(torch.cat([g.flatten() for g in fused_grads]),
+                           torch.cat([p.grad.flatten() for p in parameters]))  # fmt: skip
+    assert difference > 1e-4, f"the bfloat16 loss kernels' gradients are float32's ({difference:.2e})"
 
 
 def leading_dimensions_are_kept() -> None:

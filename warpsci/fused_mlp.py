@@ -52,11 +52,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Callable
 
 import torch
 from torch import nn
+
+from warpsci.triton_interpreter import interpreting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,11 +166,6 @@ def triton_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def interpreting() -> bool:
-    """Whether Triton runs kernels on the CPU (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def mlp_layers(module: nn.Module) -> tuple[nn.Linear, nn.Linear, nn.Linear] | None:

@@ -5,29 +5,29 @@ Shapes: ``x`` is ``rows x n_in``; weights are in torch's ``Linear`` layout (``ou
 zero-padded to power-of-two sides (``*_P``, at least 16, as ``tl.dot`` needs).
 """
 
-import os
-
 import triton
 import triton.language as tl
 
+from warpsci.triton_interpreter import interpreting
 from warpsci.triton_key import remember_triton_key
 
 remember_triton_key()  # before any kernel is loaded from Triton's cache
 
-#: Whether the kernels run on a GPU; Triton's interpreter (``TRITON_INTERPRET=1``) has no inline
+#: Whether the kernels run on a GPU; Triton's interpreter (``TRITON_INTERPRET`` on) has no inline
 #: assembly.
-ON_GPU = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
+ON_GPU = tl.constexpr(not interpreting())
 
 
 @triton.jit
 def tanh(z, PRECISION: tl.constexpr):
-    """``tanh(z)``. With tensor-core products (every ``PRECISION`` but ``"ieee"``) on a GPU: the
-    hardware's ``tanh.approx.f32``, one instruction (relative error below 2^-10.9, the size of
-    TF32's own rounding of the next product's operands); the form through the sigmoid took two
-    special-function instructions and a dozen others per value, and with them the backward loss
-    kernel 2.97 ms against 2.56 ms for a minibatch of 2M rows (H100, BENCHMARKS.md). Otherwise
+    """``tanh(z)``. With single-product tensor-core precisions (``"tf32"``, ``"tf32_rounded"``,
+    ``"bf16"``) on a GPU: the hardware's ``tanh.approx.f32``, one instruction (relative error
+    below 2^-10.9, the size of TF32's own rounding of the next product's operands); the form
+    through the sigmoid took two special-function instructions and a dozen others per value, and
+    with them the backward loss kernel 2.97 ms against 2.56 ms for a minibatch of 2M rows (H100,
+    BENCHMARKS.md). Otherwise (``"ieee"``, ``"tf32x3"``: float32 accuracy; the interpreter)
     exactly, through the sigmoid."""
-    if PRECISION != "ieee" and ON_GPU:
+    if (PRECISION == "tf32" or PRECISION == "tf32_rounded" or PRECISION == "bf16") and ON_GPU:
         return tl.inline_asm_elementwise(
             "tanh.approx.f32 $0, $1;", "=r,r", [z], dtype=tl.float32, is_pure=True, pack=1
         )
@@ -45,9 +45,11 @@ def round_to_tf32(x):
 
 @triton.jit
 def round_to_bf16(x):
-    """``x`` rounded to bfloat16's 7-bit mantissa, to nearest even, kept in float32."""
+    """``x`` rounded to bfloat16's 7-bit mantissa, to nearest even, kept in float32 (NaN stays
+    NaN: the rounding's carry would turn some into infinities or zeros)."""
     bits = x.to(tl.uint32, bitcast=True)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).to(tl.float32, bitcast=True)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).to(tl.float32, bitcast=True)
+    return tl.where(x != x, x, rounded)
 
 
 @triton.jit
