@@ -172,6 +172,25 @@ def test_bench_prints_env_and_train_throughput(tmp_path, capsys):
     assert all(float(line.split(",")[4]) > 0 for line in lines[1:])
 
 
+def test_bench_trains_with_bf16_products_when_asked(tmp_path, capsys):
+    output = tmp_path / "bench.csv"
+    argv = [
+        "bench",
+        "CartPole-v1",
+        "--device",
+        "cpu",
+        "--mode",
+        "train",
+        "--num-envs",
+        "16",
+        "--repeats",
+        "1",
+    ]
+    assert main(argv + ["--num-steps", "8", "--bf16", "--output", str(output)]) == 0
+    [row] = output.read_text().strip().splitlines()[1:]
+    assert row.split(",")[1] == "train-bf16" and float(row.split(",")[4]) > 0
+
+
 def test_bench_versus_gymnasium_prints_both_side_by_side(tmp_path, capsys):
     output = tmp_path / "versus.csv"
     argv = ["bench", "CartPole-v1", "--device", "cpu", "--versus", "gymnasium", "--num-envs", "8", "16"]

@@ -260,5 +260,5 @@ def bench_train(
     rates: list[float] = []
     trainer.train(on_iteration=lambda metrics: rates.append(metrics["charts/SPS_iteration"]))
     timed = rates[2:] or rates
-    mode = "train-compiled" if config.compile else "train"
+    mode = "train" + ("-compiled" if config.compile else "") + ("-bf16" if config.bf16 else "")
     return BenchResult(env_id, mode, str(trainer.device), num_envs, statistics.median(timed), timed)

@@ -413,6 +413,7 @@ def command_bench(args: argparse.Namespace) -> int:
                     iterations=args.repeats,
                     capture=capture,
                     compile=args.compile,
+                    overrides={"bf16": True} if args.bf16 else None,
                 )
             )
             _report(results[-1])
@@ -681,6 +682,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile",
         action="store_true",
         help="train mode: torch.compile the update's loss (TrainConfig.compile)",
+    )
+    bench.add_argument(
+        "--bf16",
+        action="store_true",
+        help="train mode: the networks' products in bfloat16 (TrainConfig.bf16; on CUDA inside the fused "
+        "kernels)",
     )
     bench.add_argument(
         "--versus",
