@@ -59,7 +59,10 @@ def test_the_table_has_rows():
 def test_bad_input_gets_one_clear_line(row_id, command, answer, tmp_path, finished_run, capsys):
     argv = fill(command, tmp_path, finished_run)
     if argv[0] == "train":
+        # A run folder of its own: a refusal that comes after the folder is made (a compile error
+        # at the first step) must not leave runs/ in the directory the tests run from.
         defaults = {"--device": "cpu", "--eval-episodes": "0", "--total-steps": "64"}
+        defaults["--run-dir"] = str(tmp_path / "run")
         for flag, value in defaults.items():
             if flag not in argv:
                 argv += [flag, value]
