@@ -33,8 +33,9 @@ by 1 - 1.7e-3 (3xTF32: 1 - 3.5e-7; PyTorch's layers under the same setting: 1 + 
 Cartpole preset that biased values near 100 by -0.07, and near convergence, where the value loss is
 small, the bias dominated the gradient: weight gradients off by up to 360 % against float64 (PyTorch's
 TF32 layers: 0.2 %).
-With tensor-core products the hidden layers' tanh is the GPU's ``tanh.approx.f32`` (relative error
-below 2^-10.9, TF32's own size; 14% off the loss kernel's time); with ``"ieee"`` it is exact.
+With single tensor-core products (``"tf32"``, ``"tf32_rounded"``, ``"bf16"``) the hidden layers'
+tanh is the GPU's ``tanh.approx.f32`` (relative error below 2^-10.9, TF32's own size; 13-14% off
+the loss kernel's time); with ``"ieee"`` and ``"tf32x3"`` it is exact.
 ``"bf16"`` (``TrainConfig.bf16``) rounds the products' operands to bfloat16 and sums in float32.
 With ``TRITON_INTERPRET=1`` the kernels run on the CPU (the tests' reference check).
 :func:`fused_mlp` falls back to the module itself where the kernels do not apply, or where

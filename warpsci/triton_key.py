@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from warpsci.kernel_cache import caching_enabled, kernel_cache_dir
@@ -91,17 +90,13 @@ def remember_triton_key() -> None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """``text`` into ``path`` (readable by all, for a shared cache folder) through a temporary file
-    renamed into place, so that a reader never sees half a key; a folder that cannot be written
-    only costs the next process the hash again."""
-    temporary = None
+    """``text`` into ``path`` through :func:`warpsci.checkpoint.atomic_write_bytes` (a reader never
+    sees half a key), readable by all (a shared cache folder); a folder that cannot be written only
+    costs the next process the hash again."""
+    from warpsci.checkpoint import atomic_write_bytes
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-            temporary = handle.name
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
+        atomic_write_bytes(path, text.encode())
+        os.chmod(path, 0o644)
     except OSError:
-        if temporary is not None and os.path.exists(temporary):
-            os.unlink(temporary)
+        pass
