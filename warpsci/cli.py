@@ -373,6 +373,10 @@ def command_bench(args: argparse.Namespace) -> int:
     if args.versus and device != "cpu":
         raise SystemExit(f"--versus {args.versus} compares the CPU backend: use --device cpu, got {device}")
     capture = device.startswith("cuda") and not args.no_capture
+    trained = [flag for flag, on in (("--compile", args.compile), ("--bf16", args.bf16)) if on]
+    if trained and args.mode == "env":
+        verb = "applies" if len(trained) == 1 else "apply"
+        raise ValueError(f"{' and '.join(trained)} {verb} to training only: use --mode train or both")
     if args.steps % args.steps_per_launch:
         raise SystemExit(f"--steps-per-launch {args.steps_per_launch} must divide --steps {args.steps}")
     results = []
