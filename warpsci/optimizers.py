@@ -272,9 +272,8 @@ def clipped_adam_step(
     eps: float,
 ) -> None:
     """Clip the flat ``grad`` to ``max_norm`` in norm (as read; it is left as it was) and take one
-    Adam step of the flat
-    ``param``, ``exp_avg`` and ``exp_avg_sq`` (all of one length); ``step`` (the step count, this
-    step included, float32) and ``lr``: one-element tensors. One launch of
+    Adam step of the flat ``param``, ``exp_avg`` and ``exp_avg_sq`` (all of one length); ``step``
+    (the step count, this step included, float32) and ``lr``: one-element tensors. One launch of
     :func:`warpsci.optimizer_kernels.clipped_adam` (CUDA tensors, or CPU ones under
     ``TRITON_INTERPRET=1``)."""
     from warpsci.optimizer_kernels import clipped_adam
