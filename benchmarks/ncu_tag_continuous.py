@@ -7,7 +7,11 @@ Run on a machine with a CUDA GPU, under ncu, e.g.::
         --section WarpStateStats --section SourceCounters \\
         python benchmarks/ncu_tag_continuous.py 100 scan
 
-Arguments: the number of runners (10 taggers besides) and ``neighbour_search``.
+Arguments: the number of runners (10 taggers besides), ``neighbour_search``, and optionally
+``random``: 40 steps of ``random_rollout(1)`` (random actions, every step observed, as
+``tag_continuous_grid.py observed`` times them), then more, so that ``ncu -k
+regex:random_steps_kernel --launch-skip 40 --launch-count 1`` profiles a step 41 steps into an
+episode of random play (the default steps with the actions left at zero: nobody moves).
 """
 
 from __future__ import annotations
@@ -31,8 +35,12 @@ def main() -> None:
         TAG_CONTINUOUS, num_envs=2000, device="cuda", seed=0, params=params, copy=False, check_actions=False
     )
     env.reset(seed=0)
-    for _ in range(5):
-        env.step_in_place()
+    if sys.argv[3:] == ["random"]:
+        for _ in range(45):
+            env.random_rollout(1)
+    else:
+        for _ in range(5):
+            env.step_in_place()
     torch.cuda.synchronize()
 
 

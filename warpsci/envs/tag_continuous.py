@@ -73,6 +73,7 @@ from warpsci.envs.param_checks import check_int
 from warpsci.local_arrays import local_array
 
 TWO_PI = np.float32(2.0 * np.pi)
+INVERSE_TWO_PI = np.float32(1.0 / (2.0 * np.pi))
 #: The reference's guard against a zero ``max_speed`` in the speed features.
 SPEED_EPSILON = 1e-10
 #: Start headings the set-up draws from.
@@ -256,6 +257,8 @@ def kernel_params(params: TagContinuousParams) -> dict:
         "episode_length": params.episode_length,
         "num_runners": params.num_runners,
         "max_speed": np.float32(params.max_speed),
+        "inverse_diagonal": np.float32(1.0 / (math.sqrt(2.0) * params.grid_length)),
+        "inverse_speed_scale": np.float32(1.0 / (params.max_speed + SPEED_EPSILON)),
         "edge_hit_penalty": np.float32(params.edge_hit_penalty),
         "use_full_observation": bool(params.use_full_observation),
         "num_other_agents_observed": params.num_other_agents_observed,
@@ -570,9 +573,11 @@ def write_features(state, params, obs, env, agent, other, slot, slots):
 
     Every value is read before any feature is written: a read placed after a write to the
     observations cannot be moved above it (the compiler cannot rule out that they overlap), so on
-    a GPU each feature's reads waited for the feature before to be written."""
-    diagonal = np.float32(math.sqrt(np.float32(2.0)) * params.grid_length)
-    speed_scale = np.float32(params.max_speed + SPEED_EPSILON)
+    a GPU each feature's reads waited for the feature before to be written. The scales are
+    multiplied by their reciprocals (the kernel params ``inverse_diagonal`` and
+    ``inverse_speed_scale``, rounded once from float64): within a float32 rounding of the quotient
+    (the reference computes in float64), where a float32 division cost about ten instructions on a
+    GPU, and a call for some values."""
     seen, me = np.uint32(other), np.uint32(agent)
     xs, ys, vs, accels, thetas = state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env]
     dx, dy = xs[seen] - xs[me], ys[seen] - ys[me]
@@ -580,11 +585,11 @@ def write_features(state, params, obs, env, agent, other, slot, slots):
     tagger, playing = np.float32(params.is_tagger[seen]), np.float32(state.in_game_before[env, seen])
     # The observer's row, and uint32 places in it: signed ones cost a wrap-around check.
     row, place, stride = obs[env, agent], np.uint32(slot), np.uint32(slots)
-    row[place] = dx / diagonal
-    row[np.uint32(place + stride)] = dy / diagonal
-    row[np.uint32(place + 2 * stride)] = dv / speed_scale
-    row[np.uint32(place + 3 * stride)] = da / speed_scale
-    row[np.uint32(place + 4 * stride)] = dtheta / TWO_PI
+    row[place] = dx * params.inverse_diagonal
+    row[np.uint32(place + stride)] = dy * params.inverse_diagonal
+    row[np.uint32(place + 2 * stride)] = dv * params.inverse_speed_scale
+    row[np.uint32(place + 3 * stride)] = da * params.inverse_speed_scale
+    row[np.uint32(place + 4 * stride)] = dtheta * INVERSE_TWO_PI
     row[np.uint32(place + 5 * stride)] = tagger
     row[np.uint32(place + 6 * stride)] = playing
 
