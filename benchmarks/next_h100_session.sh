@@ -5,7 +5,7 @@
 # tests on the GPU), PART=4 (issue 12's nearest-neighbour searches and Tag continuous end to end),
 # PART=5 (the GPU tests not rerun after 2026-11-26's kernel change), PART=6 (a Tag continuous
 # branch against the working tree). gymnasium and pettingzoo must be installed there first (wheels
-# carried in .whl, as the device README says). PARTs 0-4 and the earlier PART 5 and 6 (two branches)
+# carried in .whl, as the device README says). PARTs 0-4 and the earlier PART 5 and 6 (three branches)
 # ran on H100s on 2026-11-26 (BENCHMARKS.md).
 set -u
 mkdir -p "$OUT"
@@ -67,12 +67,11 @@ timeout 560 python -m pytest -q -m gpu -n 8 -p no:cacheprovider tests/test_fused
   tests/test_rollout_kernels.py tests/test_covid_economy_gpu.py tests/test_run_safety.py tests/test_networks.py 2>&1 | tail -2
 fi
 if [ "${PART:-1}" = 6 ]; then
-# A Tag continuous branch against the working tree (BRANCH, default tag-continuous-squared-prefilter:
-# squared distances beyond the list's limit skipped before their root; prepared 2026-11-26 without a
-# GPU). The device has no .git: copy the branch's changed files into .ab/BRANCH first and carry .ab:
-#   b=tag-continuous-squared-prefilter; git diff --name-only main...$b | while read f; do
+# A Tag continuous branch (BRANCH, required) against the working tree. The device has no .git:
+# copy the branch's changed files into .ab/BRANCH first and carry .ab:
+#   b=BRANCH; git diff --name-only main...$b | while read f; do
 #     mkdir -p .ab/$b/$(dirname $f); git show $b:$f > .ab/$b/$f; done
-b=${BRANCH:-tag-continuous-squared-prefilter}
+b=${BRANCH:?"PART=6 needs BRANCH=<a branch copied into .ab/BRANCH>"}
 swap $b $b
 timeout 300 python benchmarks/tag_continuous_grid.py "$OUT/tcg-$b" parity 2>&1 | grep -E "^parity|mismatched|rror" | head -8
 for round in 1 2; do for version in $b main; do swap $version $b
