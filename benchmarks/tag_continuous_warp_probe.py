@@ -4,9 +4,9 @@ observer, outside the framework, against the framework's own observation of the 
 Run on a machine with a CUDA GPU:  python benchmarks/tag_continuous_warp_probe.py OUT_DIR
 
 The framework's step kernel gives each thread an observer: a warp's 32 threads search 32
-observers' candidates in step, each with its own k-nearest list in thread-local memory (11 to 15
-of a warp's threads active, 13 to 21 cycles between a warp's instructions, H100, 2026-11-26). This
-probe maps a warp to one observer at a time instead:
+observers' candidates in step, each with its own k-nearest list in thread-local memory (14.3 of a
+warp's threads active, 13.6 cycles between a warp's instructions, H100, 2026-11-26). This probe
+maps a warp to one observer at a time instead (up to 128 agents an environment):
 
 - the block (128 threads, one environment) copies the agents' positions, speeds, headings,
   flags and types into shared memory;
@@ -22,8 +22,9 @@ probe maps a warp to one observer at a time instead:
 
 It runs 45 steps of random play at the published configuration (2,000 x 110, k = 10, scan),
 keeps the hints from before the last step, and observes the last step's state with them: its
-observations must equal the framework's bit for bit (the time entry aside). Then it times the
-probe's launches and the framework's observed and unobserved steps. Prints the figures as JSON
+observations must equal the framework's bit for bit (the time entry aside). Then it times, by
+CUDA events, each launched from Python: the probe's launches, the framework's steps observed every
+step, and its steps observed once per 100. Prints the figures as JSON
 and writes them to OUT_DIR/tag_continuous_warp_probe.json.
 """
 
@@ -267,6 +268,8 @@ def timed(function, repeats: int = 20) -> float:
 def main(out_dir: str) -> None:
     num_envs, runners = 2000, 100
     params = TagContinuousParams(**published(runners), neighbour_search="scan")
+    if params.num_agents > THREADS or params.num_other_agents_observed != K:
+        raise ValueError(f"the probe's kernel takes up to {THREADS} agents and k = {K}")
     env = vector_env_class(TAG_CONTINUOUS.agent_groups(params))(
         TAG_CONTINUOUS,
         num_envs=num_envs,

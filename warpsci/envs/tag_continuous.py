@@ -575,9 +575,9 @@ def write_features(state, params, obs, env, agent, other, slot, slots):
     observations cannot be moved above it (the compiler cannot rule out that they overlap), so on
     a GPU each feature's reads waited for the feature before to be written. The scales are
     multiplied by their reciprocals (the kernel params ``inverse_diagonal`` and
-    ``inverse_speed_scale``, rounded once from float64): within a float32 rounding of the quotient
-    (the reference computes in float64), where a float32 division cost about ten instructions on a
-    GPU, and a call for some values."""
+    ``inverse_speed_scale``, rounded once from float64): within about 1.3 float32 ulps of the
+    quotient (the reference computes in float64), where a float32 division, correctly rounded,
+    cost about ten instructions on a GPU, and a call for some values."""
     seen, me = np.uint32(other), np.uint32(agent)
     xs, ys, vs, accels, thetas = state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env]
     dx, dy = xs[seen] - xs[me], ys[seen] - ys[me]
