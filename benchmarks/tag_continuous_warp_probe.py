@@ -70,15 +70,18 @@ def gap_of(x0, y0, x1, y1):
 
 
 @cuda.jit(device=True, inline=True)
-def write_slot(row, observer, other, slot, sx, sy, sv, sa, sth, sflag, stype, inv_diag, inv_speed):
-    """Slot ``slot`` of the observer's row of observations (``row``)."""
-    row[slot] = (sx[other] - sx[observer]) * inv_diag
-    row[U(K + slot)] = (sy[other] - sy[observer]) * inv_diag
-    row[U(2 * K + slot)] = (sv[other] - sv[observer]) * inv_speed
-    row[U(3 * K + slot)] = (sa[other] - sa[observer]) * inv_speed
-    row[U(4 * K + slot)] = (sth[other] - sth[observer]) * INVERSE_TWO_PI
-    row[U(5 * K + slot)] = float32(stype[other])
-    row[U(6 * K + slot)] = float32(sflag[other])
+def write_slot(flat, start, me, other, slot, sx, sy, sv, sa, sth, sflag, stype, inv_diag, inv_speed):
+    """Slot ``slot`` of the observer's row of observations: ``flat`` is every observation in one
+    array, ``start`` where the row starts (uint32 offsets), ``me`` the observer's own position,
+    speed, acceleration and heading."""
+    place = U(start + slot)
+    flat[place] = (sx[other] - me[0]) * inv_diag
+    flat[U(place + U(K))] = (sy[other] - me[1]) * inv_diag
+    flat[U(place + U(2 * K))] = (sv[other] - me[2]) * inv_speed
+    flat[U(place + U(3 * K))] = (sa[other] - me[3]) * inv_speed
+    flat[U(place + U(4 * K))] = (sth[other] - me[4]) * INVERSE_TWO_PI
+    flat[U(place + U(5 * K))] = float32(stype[other])
+    flat[U(place + U(6 * K))] = float32(sflag[other])
 
 
 @cuda.jit(device=True, inline=True)
@@ -140,18 +143,19 @@ def observe_by_warps(x, y, v, accel, theta, playing, is_tagger, hints, obs, new_
     below = U(U(U(1) << lane) - U(1))
     my_gaps, my_ids = scratch_gap[warp], scratch_id[warp]
     hint_rows, new_hint_rows = hints[env], new_hints[env]
-    width = U(obs.shape[2])
+    width = U(7 * K + 1)
     observer = warp
     while observer < count:
-        row = obs[env, observer]
+        start = U(U(env * count + observer) * width)
         if sflag[observer] != 1:
             entry = lane
             while entry < width:
-                row[entry] = float32(0.0)
+                obs[U(start + entry)] = float32(0.0)
                 entry = U(entry + U(32))
             observer = U(observer + U(WARPS))
             continue
         ox, oy = sx[observer], sy[observer]
+        me = (ox, oy, sv[observer], sa[observer], sth[observer])
         # The hints' limit: the farthest of the k hinted (every one in the game, not the observer).
         limit_gap, limit_id = float32(-1.0), int32(-1)
         valid = True
@@ -209,7 +213,7 @@ def observe_by_warps(x, y, v, accel, theta, playing, is_tagger, hints, obs, new_
                     index = U(index + U(1))
                 if rank < U(K):
                     write_slot(
-                        row, observer, U(other), rank, sx, sy, sv, sa, sth, sflag, stype, inv_diag, inv_speed
+                        obs, start, me, U(other), rank, sx, sy, sv, sa, sth, sflag, stype, inv_diag, inv_speed
                     )
                     new_hint_rows[rank, observer] = other
         else:
@@ -241,11 +245,11 @@ def observe_by_warps(x, y, v, accel, theta, playing, is_tagger, hints, obs, new_
             if lane < U(K):
                 if mine != NONE:
                     write_slot(
-                        row, observer, U(mine), lane, sx, sy, sv, sa, sth, sflag, stype, inv_diag, inv_speed
+                        obs, start, me, U(mine), lane, sx, sy, sv, sa, sth, sflag, stype, inv_diag, inv_speed
                     )
                 else:
                     for feature in range(7):
-                        row[U(U(feature * K) + lane)] = float32(0.0)
+                        obs[U(start + U(feature * K) + lane)] = float32(0.0)
                 new_hint_rows[lane, observer] = mine
         cuda.syncwarp(FULL)
         observer = U(observer + U(WARPS))
@@ -287,7 +291,7 @@ def main(out_dir: str) -> None:
     env.random_rollout(1)
     torch.cuda.synchronize()
     framework_obs = env._buffer_view.obs.copy_to_host()
-    probe_obs = cuda.device_array_like(framework_obs)
+    probe_obs = cuda.device_array(framework_obs.size, np.float32)  # every row in one array
     new_hints = cuda.to_device(np.full(state.nearest_hint.shape, NONE, np.int32))
     arguments = (
         state.x, state.y, state.v, state.accel, state.theta, state.in_game_before, kernel_params.is_tagger,
@@ -300,7 +304,7 @@ def main(out_dir: str) -> None:
 
     probe()
     cuda.synchronize()
-    got = probe_obs.copy_to_host()
+    got = probe_obs.copy_to_host().reshape(framework_obs.shape)
     features = slice(0, 7 * K)
     mismatched = int((got[..., features] != framework_obs[..., features]).any(axis=2).sum())
     observing = state.in_game_before.copy_to_host().astype(bool)[:, None, :]
