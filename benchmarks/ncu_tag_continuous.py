@@ -29,6 +29,10 @@ from tag_continuous_session import published  # noqa: E402
 
 
 def main() -> None:
+    if len(sys.argv) not in (3, 4) or not sys.argv[1].isdigit() or sys.argv[3:] not in ([], ["random"]):
+        sys.exit(
+            "usage: python benchmarks/ncu_tag_continuous.py RUNNERS SEARCH [random] (SEARCH: auto/grid/scan)"
+        )
     num_runners, search = int(sys.argv[1]), sys.argv[2]
     params = TagContinuousParams(**published(num_runners), neighbour_search=search)
     env = vector_env_class(TAG_CONTINUOUS.agent_groups(params))(

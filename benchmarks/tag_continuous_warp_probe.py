@@ -94,21 +94,13 @@ def candidate(lane, j, observer, count, sx, sy, sflag, ox, oy):
 
 
 @cuda.jit(device=True, inline=True)
-def warp_min(gap, other):
+def warp_extreme(gap, other, farthest):
+    """The nearest (or with ``farthest``, the farthest) of the warp's ``(gap, other)`` in
+    (distance, id) order, on every lane: a butterfly of shuffles."""
     for offset in (16, 8, 4, 2, 1):
         their_gap = cuda.shfl_xor_sync(FULL, gap, offset)
         their_id = cuda.shfl_xor_sync(FULL, other, offset)
-        if after(gap, other, their_gap, their_id):
-            gap, other = their_gap, their_id
-    return gap, other
-
-
-@cuda.jit(device=True, inline=True)
-def warp_max(gap, other):
-    for offset in (16, 8, 4, 2, 1):
-        their_gap = cuda.shfl_xor_sync(FULL, gap, offset)
-        their_id = cuda.shfl_xor_sync(FULL, other, offset)
-        if after(their_gap, their_id, gap, other):
+        if after(their_gap, their_id, gap, other) if farthest else after(gap, other, their_gap, their_id):
             gap, other = their_gap, their_id
     return gap, other
 
@@ -164,7 +156,7 @@ def observe_by_warps(x, y, v, accel, theta, playing, is_tagger, hints, obs, new_
             valid = hinted < count and hinted != observer and sflag[hinted] == 1
             if valid:
                 limit_gap, limit_id = gap_of(ox, oy, sx[hinted], sy[hinted]), int32(hinted)
-        limit_gap, limit_id = warp_max(limit_gap, limit_id)
+        limit_gap, limit_id = warp_extreme(limit_gap, limit_id, True)
         limit_id = int32(limit_id + int32(1))
         # (Numba's ballot is signed: a full mask reads -1, so test that no lane is invalid.)
         all_valid = cuda.ballot_sync(FULL, not valid) == 0
@@ -231,7 +223,7 @@ def observe_by_warps(x, y, v, accel, theta, playing, is_tagger, hints, obs, new_
                     gap, other = g2, i2
                 if after(gap, other, g3, i3):
                     gap, other = g3, i3
-                gap, other = warp_min(gap, other)
+                gap, other = warp_extreme(gap, other, False)
                 if lane == U(slot):
                     mine = other
                 if other == i0:
@@ -343,4 +335,10 @@ def main(out_dir: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(
+            "usage: python benchmarks/tag_continuous_warp_probe.py OUT_DIR (on a machine with a CUDA GPU)"
+        )
+    if not torch.cuda.is_available():
+        sys.exit("tag_continuous_warp_probe.py needs a CUDA GPU; none is visible here")
     main(sys.argv[1])

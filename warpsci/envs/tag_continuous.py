@@ -73,6 +73,7 @@ from warpsci.envs.param_checks import check_int
 from warpsci.local_arrays import local_array
 
 TWO_PI = np.float32(2.0 * np.pi)
+#: The heading feature's scale, ``1 / 2 pi``, rounded once from float64.
 INVERSE_TWO_PI = np.float32(1.0 / (2.0 * np.pi))
 #: The reference's guard against a zero ``max_speed`` in the speed features.
 SPEED_EPSILON = 1e-10
