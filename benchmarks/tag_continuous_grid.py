@@ -90,6 +90,7 @@ def env_only(
     agents_per_cell: float | None = None,
     repeats: int = 5,
     device: str = "cuda",
+    block_observation: bool = True,
 ) -> dict:
     """Env steps/s of ``random_rollout``: ``mode`` ``"rollout"`` is one ``random_rollout(steps)``
     (observations written once, after the last step; autoresets write final observations),
@@ -97,7 +98,9 @@ def env_only(
     training), each launched from Python, and ``"observed-graph"`` the same calls captured once in
     a CUDA graph and replayed (as a training rollout replays its steps: no launch costs).
     ``agents_per_cell`` overrides ``GRID_AGENTS_PER_CELL`` (a kernel param: no recompilation).
-    ``device`` "cpu": the CPU backend (no memory figure)."""
+    ``device`` "cpu": the CPU backend (no memory figure). ``block_observation`` False: observed by
+    ``observe_agent`` in the step kernel, not by the block observation (games of up to 128
+    agents on CUDA)."""
     definition = TAG_CONTINUOUS
     cuda = device == "cuda"
     synchronize = torch.cuda.synchronize if cuda else lambda: None
@@ -116,6 +119,7 @@ def env_only(
             params=params,
             copy=False,
             check_actions=False,
+            block_observation=block_observation,
         )
         cells = grid_cells_per_side(params)
     finally:
@@ -153,6 +157,7 @@ def env_only(
     return {
         "search": search,
         "mode": mode,
+        "block_observation": bool(getattr(env._kernels, "observes_by_block", False)),
         "agents_per_cell": agents_per_cell or default_density,
         "envs": num_envs,
         "agents": agents,
@@ -212,7 +217,7 @@ def table(report: dict) -> str:
         )
     if report.get("env_only"):
         lines.append(
-            f"{'search':>6} {'mode':>8} {'per cell':>8} {'envs':>5} {'agents':>6} {'cells':>7} "
+            f"{'search':>6} {'mode':>8} {'block':>5} {'per cell':>8} {'envs':>5} {'agents':>6} {'cells':>7} "
             f"{'env steps/s':>12} {'agent steps/s':>14}"
         )
     for row in report.get("env_only", []):
@@ -220,7 +225,8 @@ def table(report: dict) -> str:
             lines.append(str(row))
             continue
         lines.append(
-            f"{row['search']:>6} {row['mode']:>8} {row['agents_per_cell']:>8} {row['envs']:>5} "
+            f"{row['search']:>6} {row['mode']:>8} {str(row.get('block_observation', '')):>5} "
+            f"{row['agents_per_cell']:>8} {row['envs']:>5} "
             f"{row['agents']:>6} {row['cells']:>7} "
             f"{row['env_steps_per_s']:>12,.0f} {row['agent_steps_per_s']:>14,.0f}"
         )
@@ -253,9 +259,18 @@ def main(out_dir: str, parts: tuple[str, ...]) -> None:
         if "env" in parts:  # grid density at 2,000 x 1,000, every step observed (default: 2 a cell)
             cases += [("grid", 2000, 990, 20, "observed", density) for density in (1.0, 4.0)]
     if "observed" in parts:  # every step observed, as training steps: the rows of the goals
-        rows = (("scan", 100, 100), ("grid", 100, 100), ("grid", 990, 20))
-        cases = [(search, 2000, runners, steps, mode)
-                 for mode in ("observed", "observed-graph") for search, runners, steps in rows]  # fmt: skip
+        # (the scan at 110 agents also observed by observe_agent, as before the block observation)
+        rows = (
+            ("scan", 100, 100, True),
+            ("scan", 100, 100, False),
+            ("grid", 100, 100, True),
+            ("grid", 990, 20, True),
+        )
+        cases = [
+            (search, 2000, runners, steps, mode, None, 5, "cuda", block)
+            for mode in ("observed", "observed-graph")
+            for search, runners, steps, block in rows
+        ]
     if "cpu" in parts:  # the CPU backend at sizes a few cores step in seconds
         cases = [
             (search, envs, runners, steps, mode, None, 5, "cpu")

@@ -1,5 +1,6 @@
 """Feasibility probe (issue 12): Tag continuous's partial observations computed by a warp per
-observer, outside the framework, against the framework's own observation of the same state.
+observer, outside the framework, against the framework's own observation of the same state. (The
+framework now observes this way on CUDA: :mod:`warpsci.envs.tag_continuous_warps`.)
 
 Run on a machine with a CUDA GPU:  python benchmarks/tag_continuous_warp_probe.py OUT_DIR
 

@@ -117,3 +117,18 @@ def test_an_environment_may_set_the_register_cap_of_its_wide_kernels():
     for wrong in (0, 8, 300, 96.0, True):
         with pytest.raises(ValueError, match=r"wide_max_registers must be None .* or an int in \[16, 255\]"):
             dataclasses.replace(definition, wide_max_registers=wrong)
+
+
+def test_a_block_observation_takes_whole_warps():
+    """``block_observation``: a :class:`warpsci.BlockObservation` of 32 to 1,024 threads, whole
+    warps; Tag continuous gives one of 128 (a warp per observer)."""
+    import dataclasses
+
+    definition = warpsci.registry.get_definition("TagContinuous-v0")
+    assert definition.block_observation.threads == 128
+    function = definition.block_observation.function
+    for wrong in (0, 16, 100, 2048, 64.0, True):
+        with pytest.raises(ValueError, match=r"threads must be a multiple of 32 in \[32, 1024\]"):
+            warpsci.BlockObservation(function, threads=wrong)
+    with pytest.raises(TypeError, match="block_observation must be a BlockObservation or None"):
+        dataclasses.replace(definition, block_observation=function)

@@ -256,7 +256,8 @@ def test_an_unseeded_setup_is_drawn_once_and_kept():
 
 def test_cuda_kernels_equal_the_cpu_under_the_simulator():
     """One block, and split over blocks of two threads, against the CPU backend after every step
-    (test5's game, partial and full observations, runners leaving, autoresets)."""
+    (test5's game, partial and full observations, runners leaving, autoresets); under the simulator
+    every agent observes by ``observe_agent``."""
     script = textwrap.dedent(
         f"""
         from warpsci.testing import check_parity
@@ -266,10 +267,15 @@ def test_cuda_kernels_equal_the_cpu_under_the_simulator():
                 report = check_parity("TagContinuous-v0", num_envs=3, steps=30, threads_per_block=threads,
                                       atol=1e-5, params=params)
                 print("tag", threads, full, report.ok, report.episodes_ended)
+        from warpsci.backends.cuda import CudaKernels
+        from warpsci.envs.tag_continuous import TAG_CONTINUOUS
+        print("observes by block", CudaKernels(TAG_CONTINUOUS, 3, 5).observes_by_block)
         """
     )
     completed = run_script(script, simulator=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-4000:]
+    # The simulator has no warp shuffles: the block observation is for GPUs (test_tag_continuous_gpu).
+    assert "observes by block False" in completed.stdout
     lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("tag")]
     assert len(lines) == 4
     for _, threads, full, ok, episodes in lines:

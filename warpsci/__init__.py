@@ -21,6 +21,7 @@ if int(_os.environ.get("LOCAL_WORLD_SIZE", _os.environ.get("WORLD_SIZE", "1"))) 
 from warpsci.environment import (  # noqa: E402
     AgentGroup,
     AgentStage,
+    BlockObservation,
     EnvironmentDefinition,
     EnvironmentStage,
     StateField,
@@ -41,6 +42,7 @@ for _definition in BUILTIN_ENVIRONMENTS:
 __all__ = [
     "AgentGroup",
     "AgentStage",
+    "BlockObservation",
     "EnvironmentDefinition",
     "EnvironmentStage",
     "MultiAgentVectorEnv",

@@ -50,6 +50,10 @@ An environment is one Python module holding
       ``MultiDiscrete``. Runs after every reset and step, after ``observe_agent``. Masks are advice
       for the policy (sampling and the loss use masked logits); the environment applies whatever
       action it is given.
+  ``block_observation`` (optional, CUDA only): a :class:`BlockObservation`, the observation of
+      every agent of an environment written by one CUDA block together (shared memory, warp
+      shuffles), for environments that fit its block; ``observe_agent`` stays the definition,
+      which the CPU backend, Numba's CUDA simulator, final observations and wider environments use.
 
   ``actions`` is the whole action array, ``(num_envs, num_agents)`` when every group's action space
   is ``Discrete``, else ``(num_envs, num_agents, width)`` with ``width`` the largest number of
@@ -192,6 +196,41 @@ class EnvironmentStage:
 
 
 @dataclasses.dataclass(frozen=True)
+class BlockObservation:
+    """An environment's observations written by a CUDA block together.
+
+    The CUDA backend gives each environment of at most ``threads`` agents a block of ``threads``
+    threads, and its reset and step kernels end with ``function(state, params, obs, env)`` (a CUDA
+    device function) in place of every agent's ``observe_agent``, after a barrier. Every thread of
+    the block calls it (it may use ``cuda.syncthreads()``, shared memory and warp intrinsics). It
+    must write exactly what ``observe_agent`` writes for every agent, bit for bit, and may update
+    state that only speeds the observation up (search hints); test it against ``observe_agent`` on
+    a GPU: Numba's CUDA simulator runs ``observe_agent`` instead (it has no warp shuffles). Final
+    observations, the CPU backend and environments wider than ``threads`` use ``observe_agent``.
+
+    Attributes:
+        function: ``function(state, params, obs, env) -> None``, compiled with
+            ``numba.cuda.jit(device=True)``.
+        threads: Threads per block, a multiple of 32 up to 1024. Default 128.
+    """
+
+    function: Callable
+    threads: int = 128
+
+    def __post_init__(self) -> None:
+        threads = self.threads
+        if (
+            isinstance(threads, bool)
+            or not isinstance(threads, int)
+            or not 32 <= threads <= 1024
+            or threads % 32
+        ):
+            raise ValueError(
+                f"BlockObservation.threads must be a multiple of 32 in [32, 1024], got {threads!r}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
 class EnvironmentDefinition:
     """Everything warpsci needs to build, compile and run an environment.
 
@@ -231,6 +270,8 @@ class EnvironmentDefinition:
             None: the CUDA backend's cap (``WIDE_MAX_REGISTERS``, 64: a stage waits for the
             slowest agent of its block, and more blocks an SM fill that wait). Longer per-agent
             work may run faster with more (Tag continuous: 96).
+        block_observation: The observations written by a CUDA block together
+            (:class:`BlockObservation`); default None: ``observe_agent`` everywhere.
     """
 
     name: str
@@ -257,6 +298,7 @@ class EnvironmentDefinition:
     finite_state_fields: tuple[str, ...] = ()
     draw: Callable | None = None
     wide_max_registers: int | None = None
+    block_observation: BlockObservation | None = None
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.params_type):
@@ -267,6 +309,11 @@ class EnvironmentDefinition:
             raise ValueError(
                 f"wide_max_registers must be None (the backend's cap) or an int in [16, 255] "
                 f"(registers per thread), got {registers!r}"
+            )
+        if self.block_observation is not None and not isinstance(self.block_observation, BlockObservation):
+            raise TypeError(
+                f"{self.name}: block_observation must be a BlockObservation or None, "
+                f"got {self.block_observation!r}"
             )
         names = [field.name for field in self.state_fields]
         if len(set(names)) != len(names):

@@ -54,8 +54,8 @@ class MultiAgentVectorEnv(WarpVectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
-    def _build_backend(self, threads_per_block: int | None) -> None:
-        super()._build_backend(threads_per_block)
+    def _build_backend(self, threads_per_block: int | None, block_observation: bool) -> None:
+        super()._build_backend(threads_per_block, block_observation)
         self._agent_index = {
             group.name: torch.tensor(group.agents, dtype=torch.int64, device=self.device)
             for group in self.groups

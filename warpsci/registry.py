@@ -106,7 +106,7 @@ def make(
         seed: Seed of the first reset. Default 0.
         params: A params dataclass instance, or a dict of fields to change from the defaults.
         **options: Passed to :class:`~warpsci.vector_env.WarpVectorEnv` (``copy``,
-            ``check_actions``, ``threads_per_block``).
+            ``check_actions``, ``threads_per_block``, ``block_observation``).
     """
     definition = get_definition(env_id)
     if isinstance(params, dict):

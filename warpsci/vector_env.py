@@ -107,6 +107,9 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             which costs one device-to-host transfer of a flag. Trainers that sample valid actions
             turn it off.
         threads_per_block: CUDA threads per block (CUDA backend only). Default 128.
+        block_observation: Observe by the environment's block observation where the CUDA backend
+            can (``EnvironmentDefinition.block_observation``; the same observations as
+            ``observe_agent``, written by a block together). Default True; False to compare.
 
     Single-agent environments have observations ``(num_envs, *obs_shape)`` and actions
     ``(num_envs, *action_shape)``; multi-agent ones add an agent axis after the environment axis.
@@ -128,6 +131,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         copy: bool = True,
         check_actions: bool = True,
         threads_per_block: int | None = None,
+        block_observation: bool = True,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
@@ -169,7 +173,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
 
         self._allocate(layout)
         self._place_params()
-        self._build_backend(threads_per_block)
+        self._build_backend(threads_per_block, block_observation)
         self._has_reset = False
 
     def _set_spaces(
@@ -237,7 +241,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             placed.append(value)
         self._params_tuple = type(host)(*placed)
 
-    def _build_backend(self, threads_per_block: int | None) -> None:
+    def _build_backend(self, threads_per_block: int | None, block_observation: bool) -> None:
         state_type = self.definition.state_type
         if self.device.type == "cpu":
             from warpsci.backends.cpu import CpuKernels
@@ -248,7 +252,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
 
             with torch.cuda.device(self.device):
                 self._kernels = CudaKernels(
-                    self.definition, self.num_envs, self.num_agents, threads_per_block
+                    self.definition, self.num_envs, self.num_agents, threads_per_block, block_observation
                 )
         self._random_rollout_arrays: tuple[tuple[torch.Tensor, ...], list[Any]] | None = None
         self._state_view = state_type(

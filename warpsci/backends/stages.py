@@ -13,6 +13,8 @@ step:   begin (rewards cleared, unless the first stage is an agent stage, which 
         observation), reset finished environments (environment, then agents), observe
 random step (``WarpVectorEnv.random_rollout``): a uniform random action, then the step without its
         observation (and with episode tallies); the rollout observes once after its last step.
+An environment with a block observation (``EnvironmentDefinition.block_observation``) is observed
+on CUDA by a launch of its own after the kernel: its lists' observe stage writes the masks only.
 
 :func:`sequence` composes a list into one function (the CPU backend calls it from a ``prange`` loop,
 the CUDA backend from a kernel with ``cuda.syncthreads()`` as the barrier); an environment wider than
@@ -127,9 +129,13 @@ def _then(previous: Callable, stage: Stage, device_function: Callable, barrier: 
     return device_function(run_environment)
 
 
-def make_kernel_stages(definition: EnvironmentDefinition, jit: Callable = njit) -> KernelStages:
+def make_kernel_stages(
+    definition: EnvironmentDefinition, jit: Callable = njit, observe_agents: bool = True
+) -> KernelStages:
     """The reset, step, random-step and observe stage lists of one environment; ``jit`` compiles
-    the framework's stage functions (the CPU backend asks for ``njit(inline="always")``)."""
+    the framework's stage functions (the CPU backend asks for ``njit(inline="always")``). Without
+    ``observe_agents`` the lists end with the action masks only (or nothing): the CUDA backend
+    then observes in a launch of its own (``EnvironmentDefinition.block_observation``)."""
     reset_agent = definition.reset_agent
     observe_agent = definition.observe_agent
     is_terminal = definition.is_terminal
@@ -224,6 +230,10 @@ def make_kernel_stages(definition: EnvironmentDefinition, jit: Callable = njit) 
         observe_agent(state, params, buffers.obs, env, agent)
         action_mask(state, params, buffers.action_mask, env, agent)
 
+    @jit
+    def write_mask(state, params, buffers, run, env, agent, keys):
+        action_mask(state, params, buffers.action_mask, env, agent)
+
     draw_action = _uniform_action_function(definition, jit)
 
     @jit
@@ -263,7 +273,10 @@ def make_kernel_stages(definition: EnvironmentDefinition, jit: Callable = njit) 
     )
     if definition.reset_environment is None:
         step_resets = step_resets[1:]
-    observe_stages = (Stage(observe, per_agent=True),)
+    if observe_agents:
+        observe_stages: tuple[Stage, ...] = (Stage(observe, per_agent=True),)
+    else:
+        observe_stages = (Stage(write_mask, per_agent=True),) if has_masks else ()
     fresh = (Stage(fresh_environment, per_agent=False), Stage(fresh_agent, per_agent=True))
     return KernelStages(
         reset=fresh + observe_stages,

@@ -59,22 +59,27 @@ import numbers
 
 import gymnasium
 import numpy as np
+from numba import cuda
 
 from warpsci.atomics import atomic_add, atomic_fetch_add
 from warpsci.environment import (
     AgentGroup,
     AgentStage,
+    BlockObservation,
     EnvironmentDefinition,
     EnvironmentStage,
     StateField,
     agent_function,
 )
 from warpsci.envs.param_checks import check_int
+from warpsci.envs.tag_continuous_order import INVERSE_TWO_PI, NO_AGENT, comes_after, gap_between
+from warpsci.envs.tag_continuous_warps import MAX_AGENTS as MAX_WARP_AGENTS
+from warpsci.envs.tag_continuous_warps import MAX_OBSERVED as MAX_WARP_OBSERVED
+from warpsci.envs.tag_continuous_warps import THREADS as WARP_THREADS
+from warpsci.envs.tag_continuous_warps import observe_nearest_by_warps
 from warpsci.local_arrays import local_array
 
 TWO_PI = np.float32(2.0 * np.pi)
-#: The heading feature's scale, ``1 / 2 pi``, rounded once from float64.
-INVERSE_TWO_PI = np.float32(1.0 / (2.0 * np.pi))
 #: The reference's guard against a zero ``max_speed`` in the speed features.
 SPEED_EPSILON = 1e-10
 #: Start headings the set-up draws from.
@@ -518,14 +523,6 @@ def distance(state, env, first, second):
 
 
 @agent_function
-def gap_between(x0, y0, x1, y1):
-    """:func:`distance`'s arithmetic on two float32 points: the one definition both use."""
-    dx = x0 - x1
-    dy = y0 - y1
-    return np.float32(math.sqrt(dx * dx + dy * dy))
-
-
-@agent_function
 def tag_runner(state, params, actions, env, agent, key):
     """Section 6.2-6.3 for one runner still in the game: the nearest tagger (ties to the lower id)
     tags it when strictly closer than the radius; at the time limit the end-of-game reward."""
@@ -660,17 +657,6 @@ def count_in_cells(state, params, env, x0, x1, y0, y1):
         base = row * params.grid_cells
         count += state.cell_start[env, base + x1 + 1] - state.cell_start[env, base + x0]
     return count
-
-
-#: The id of an empty place of the k-nearest list: after every agent's id.
-NO_AGENT = np.int32(2**31 - 1)
-
-
-@agent_function
-def comes_after(gap, other, than_gap, than_other):
-    """Whether ``other`` at distance ``gap`` comes after ``than_other`` at ``than_gap`` in
-    (distance, id) order: farther, or as far with the higher id."""
-    return gap > than_gap or (gap == than_gap and other > than_other)
 
 
 @agent_function
@@ -962,6 +948,26 @@ def observe_nearest_by_scan(state, params, obs, env, agent, slots):
             previous, previous_id = best, chosen
 
 
+@cuda.jit(device=True)
+def observe_by_block(state, params, obs, env):
+    """The block observation (CUDA, :data:`tag_continuous_warps.THREADS` threads an environment):
+    partial observations by a warp per observer (:mod:`warpsci.envs.tag_continuous_warps`), full
+    ones by ``observe_agent``, an agent a thread. The same observations as ``observe_agent``."""
+    count = state.x.shape[1]
+    slots = params.num_other_agents_observed
+    if not params.use_full_observation and count <= MAX_WARP_AGENTS and slots <= MAX_WARP_OBSERVED:
+        observe_nearest_by_warps(
+            state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env],
+            state.in_game_before[env], params.is_tagger, state.nearest_hint[env], obs[env], slots,
+            observed_time(state, params, env), params.inverse_diagonal, params.inverse_speed_scale,
+        )  # fmt: skip
+        return
+    agent = np.uint32(cuda.threadIdx.x)
+    while agent < count:
+        observe_agent(state, params, obs, env, agent)
+        agent = np.uint32(agent + cuda.blockDim.x)
+
+
 def observation_size(params: TagContinuousParams) -> int:
     """``7 (N - 1) + 1`` (full) or ``7 k + 1`` (partial)."""
     others = params.num_agents - 1 if params.use_full_observation else params.num_other_agents_observed
@@ -1009,6 +1015,9 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     # registers (H100, 2,000 x 1,000, every step observed, env steps/s: 64 302K, 80 361K, 96 374K,
     # uncapped 359K).
     wide_max_registers=96,
+    # On CUDA, games of up to 128 agents are observed by a warp per observer (H100, 2,000 x 110,
+    # every step observed, replayed from a CUDA graph: 7.08M env steps/s against 4.36M).
+    block_observation=BlockObservation(observe_by_block, threads=WARP_THREADS),
     reference=(
         "salesforce/warp-drive @ bac017ebb481714bee8f6b0ec75a67d3a2e034d3: "
         "example_envs/tag_continuous/tag_continuous.py (TagContinuous), "

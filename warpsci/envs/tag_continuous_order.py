@@ -1,0 +1,33 @@
+"""Tag continuous's order of agents by distance, which every search for the k nearest keeps (spec
+sections 4 and 7.2): float32 Euclidean distances, ties to the lower id. Shared by the per-agent
+observation (:mod:`warpsci.envs.tag_continuous`) and the block observation
+(:mod:`warpsci.envs.tag_continuous_warps`), so that both compute the same bits."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from warpsci.environment import agent_function
+
+#: The heading feature's scale, ``1 / 2 pi``, rounded once from float64.
+INVERSE_TWO_PI = np.float32(1.0 / (2.0 * np.pi))
+#: The id of an empty place of a k-nearest list: after every agent's id.
+NO_AGENT = np.int32(2**31 - 1)
+
+
+@agent_function
+def gap_between(x0, y0, x1, y1):
+    """The float32 distance between two float32 points (squared differences, one root): the one
+    definition every distance of the game uses."""
+    dx = x0 - x1
+    dy = y0 - y1
+    return np.float32(math.sqrt(dx * dx + dy * dy))
+
+
+@agent_function
+def comes_after(gap, other, than_gap, than_other):
+    """Whether ``other`` at distance ``gap`` comes after ``than_other`` at ``than_gap`` in
+    (distance, id) order: farther, or as far with the higher id."""
+    return gap > than_gap or (gap == than_gap and other > than_other)

@@ -1,0 +1,245 @@
+"""Tag continuous's partial observations on CUDA by a warp per observer: the block observation
+(:class:`warpsci.environment.BlockObservation`) of environments of up to :data:`MAX_AGENTS` agents.
+
+The per-agent observation (``tag_continuous.observe_agent``) gives each thread an observer: a warp's
+32 threads search 32 observers' candidates in step, each with its own k-nearest list in
+thread-local memory, and most of a warp's threads wait while a few insert (H100, 2,000 x 110,
+k = 10: 11 to 15 of 32 busy). Here a block of :data:`THREADS` threads holds one environment and a
+warp takes one observer at a time:
+
+- the block copies the agents' positions, speeds, accelerations, headings, flags and types into
+  shared memory;
+- a warp takes observers ``warp, warp + 4, ...``; its lanes take candidates ``lane + 32 j``, so every
+  lane is busy and the reads are of shared memory;
+- the limit comes from the observer's hints (the k nearest it found the step before): the farthest
+  of them, by a butterfly of warp shuffles. The candidates before the limit are found by ballots
+  (told by squared distances, the root only in a band around the limit's square) and compacted
+  into the warp's scratch row of shared memory; each lane ranks one of them against the others
+  (about k + 1 of them), and a lane of rank below k writes that slot's seven features;
+- when the hints name an agent out of the game or the observer itself, or fewer than k or more
+  than 32 candidates come before the limit: k rounds of a warp-wide minimum over each lane's four
+  candidates, held in registers.
+
+It writes what ``observe_agent`` writes, bit for bit (the same distances from
+:mod:`warpsci.envs.tag_continuous_order`, the same order, the same features and hints); the GPU
+tests check it (``tests/test_tag_continuous_gpu.py``). Numba's CUDA simulator has no warp shuffles
+or ballots, so the simulator and the CPU backend run ``observe_agent``.
+
+Numba's ``ballot_sync`` returns a signed mask: a full mask reads -1, so a test that every lane
+agrees compares the ballot of the opposite with 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32, int32
+
+from warpsci.envs.tag_continuous_order import INVERSE_TWO_PI, NO_AGENT, comes_after, gap_between
+
+#: Threads of the block observation's block: four warps.
+THREADS = 128
+#: The most agents it observes: four candidates a lane.
+MAX_AGENTS = THREADS
+#: The most others (k) it observes: one hint a lane.
+MAX_OBSERVED = 32
+_WARPS = THREADS // 32
+_FULL = 0xFFFFFFFF
+_FAR = float32(np.inf)
+_U = np.uint32
+
+
+@cuda.jit(device=True, inline=True)
+def _write_slot(row, slots, me, other, slot, seen, inverse_diagonal, inverse_speed_scale):
+    """Slot ``slot`` of the observer's ``row``: ``other``'s seven features from the shared
+    ``seen`` (x, y, v, accel, theta, flag, type), relative to ``me`` (the observer's first five)."""
+    sx, sy, sv, sa, sth, sflag, stype = seen
+    place = _U(slot)
+    stride = _U(slots)
+    row[place] = (sx[other] - me[0]) * inverse_diagonal
+    row[_U(place + stride)] = (sy[other] - me[1]) * inverse_diagonal
+    row[_U(place + 2 * stride)] = (sv[other] - me[2]) * inverse_speed_scale
+    row[_U(place + 3 * stride)] = (sa[other] - me[3]) * inverse_speed_scale
+    row[_U(place + 4 * stride)] = (sth[other] - me[4]) * INVERSE_TWO_PI
+    row[_U(place + 5 * stride)] = float32(stype[other])
+    row[_U(place + 6 * stride)] = float32(sflag[other])
+
+
+@cuda.jit(device=True, inline=True)
+def _candidate(lane, j, observer, count, sx, sy, sflag, x, y):
+    """The lane's ``j``-th candidate as ``(distance, id)``, or ``(inf, NO_AGENT)`` where there is
+    none (past the agents, the observer, out of the game)."""
+    other = _U(lane + _U(32) * _U(j))
+    if other < count and other != observer and sflag[other] == 1:
+        return gap_between(x, y, sx[other], sy[other]), int32(other)
+    return _FAR, int32(NO_AGENT)
+
+
+@cuda.jit(device=True, inline=True)
+def _warp_extreme(gap, other, farthest):
+    """The nearest (with ``farthest``, the farthest) of the warp's ``(gap, other)`` in (distance,
+    id) order, on every lane: a butterfly of shuffles."""
+    for offset in (16, 8, 4, 2, 1):
+        their_gap = cuda.shfl_xor_sync(_FULL, gap, offset)
+        their_id = cuda.shfl_xor_sync(_FULL, other, offset)
+        if (
+            comes_after(their_gap, their_id, gap, other)
+            if farthest
+            else comes_after(gap, other, their_gap, their_id)
+        ):
+            gap, other = their_gap, their_id
+    return gap, other
+
+
+@cuda.jit(device=True)
+def observe_nearest_by_warps(
+    x, y, v, accel, theta, playing, is_tagger, hints, obs, slots, time, inverse_diagonal, inverse_speed_scale
+):
+    """Every observer's row of one environment: the ``slots`` nearest others in the game, nearest
+    first, ties to the lower id, missing slots zero, then ``time``; an observer out of the game
+    sees zeros. Called by every thread of a block of :data:`THREADS`.
+
+    ``x`` ... ``theta``, ``playing`` (``in_game_before``): the environment's rows of the state;
+    ``is_tagger``: per agent; ``hints``: the environment's ``nearest_hint`` (slot-major, updated
+    to the nearest found); ``obs``: the environment's observations (agent, entry). At most
+    :data:`MAX_AGENTS` agents and :data:`MAX_OBSERVED` slots.
+    """
+    tid = _U(cuda.threadIdx.x)
+    lane = _U(tid & _U(31))
+    warp = _U(tid >> _U(5))
+    count = _U(x.shape[0])
+    sx = cuda.shared.array(THREADS, float32)
+    sy = cuda.shared.array(THREADS, float32)
+    sv = cuda.shared.array(THREADS, float32)
+    sa = cuda.shared.array(THREADS, float32)
+    sth = cuda.shared.array(THREADS, float32)
+    sflag = cuda.shared.array(THREADS, int32)
+    stype = cuda.shared.array(THREADS, int32)
+    scratch_gap = cuda.shared.array((_WARPS, 32), float32)
+    scratch_id = cuda.shared.array((_WARPS, 32), int32)
+    if tid < count:
+        sx[tid] = x[tid]
+        sy[tid] = y[tid]
+        sv[tid] = v[tid]
+        sa[tid] = accel[tid]
+        sth[tid] = theta[tid]
+        sflag[tid] = playing[tid]
+        stype[tid] = is_tagger[tid]
+    else:
+        sflag[tid] = 0
+    cuda.syncthreads()
+    seen = (sx, sy, sv, sa, sth, sflag, stype)
+    below = _U(_U(_U(1) << lane) - _U(1))
+    my_gaps, my_ids = scratch_gap[warp], scratch_id[warp]
+    k = _U(slots)
+    width = _U(7 * k + 1)
+    observer = warp
+    while observer < count:
+        row = obs[observer]
+        if sflag[observer] != 1:
+            entry = lane
+            while entry < width:
+                row[entry] = float32(0.0)
+                entry = _U(entry + _U(32))
+            observer = _U(observer + _U(_WARPS))
+            continue
+        ox, oy = sx[observer], sy[observer]
+        me = (ox, oy, sv[observer], sa[observer], sth[observer])
+        # The hints' limit: the farthest of the k hinted, if every one is in the game and not the
+        # observer (then at or after the true k-th nearest), with its id plus one.
+        limit_gap, limit_id = float32(-1.0), int32(-1)
+        valid = True
+        if lane < k:
+            hinted = _U(hints[lane, observer])
+            valid = hinted < count and hinted != observer and sflag[hinted] == 1
+            if valid:
+                limit_gap, limit_id = gap_between(ox, oy, sx[hinted], sy[hinted]), int32(hinted)
+        limit_gap, limit_id = _warp_extreme(limit_gap, limit_id, True)
+        limit_id = int32(limit_id + int32(1))
+        all_valid = cuda.ballot_sync(_FULL, not valid) == 0
+        kept = _U(0)
+        if all_valid:
+            # Before the limit: squared distances decide, the root only in a band around the
+            # limit's square (where rounding could order them otherwise).
+            bounded = max(limit_gap, float32(1e-18))
+            beyond = bounded * bounded * float32(1.0 + 2.0**-20)
+            nearer = (
+                limit_gap * limit_gap * float32(1.0 - 2.0**-20)
+                if limit_gap >= float32(1e-18)
+                else float32(0.0)
+            )
+            for j in range(MAX_AGENTS // 32):
+                other = _U(lane + _U(32 * j))
+                dx = ox - sx[other]
+                dy = oy - sy[other]
+                square = dx * dx + dy * dy
+                before = sflag[other] == 1 and other != observer
+                before = before and (
+                    square < nearer
+                    or (
+                        square <= beyond
+                        and comes_after(limit_gap, limit_id, float32(math.sqrt(square)), int32(other))
+                    )
+                )
+                mask = _U(cuda.ballot_sync(_FULL, before))
+                place = _U(kept + _U(cuda.popc(_U(mask & below))))
+                if before and place < _U(32):
+                    my_gaps[place] = square
+                    my_ids[place] = other
+                kept = _U(kept + _U(cuda.popc(mask)))
+        cuda.syncwarp(_FULL)
+        if all_valid and kept >= k and kept <= _U(32):
+            if lane < kept:
+                my_gaps[lane] = float32(math.sqrt(my_gaps[lane]))
+            cuda.syncwarp(_FULL)
+            if lane < kept:
+                gap, other = my_gaps[lane], my_ids[lane]
+                rank = _U(0)
+                index = _U(0)
+                while index < kept:
+                    if comes_after(gap, other, my_gaps[index], my_ids[index]):
+                        rank = _U(rank + _U(1))
+                    index = _U(index + _U(1))
+                if rank < k:
+                    _write_slot(row, k, me, _U(other), rank, seen, inverse_diagonal, inverse_speed_scale)
+                    hints[rank, observer] = other
+        else:
+            # k rounds of a warp-wide minimum over each lane's four candidates.
+            g0, i0 = _candidate(lane, 0, observer, count, sx, sy, sflag, ox, oy)
+            g1, i1 = _candidate(lane, 1, observer, count, sx, sy, sflag, ox, oy)
+            g2, i2 = _candidate(lane, 2, observer, count, sx, sy, sflag, ox, oy)
+            g3, i3 = _candidate(lane, 3, observer, count, sx, sy, sflag, ox, oy)
+            mine = int32(NO_AGENT)
+            slot = _U(0)
+            while slot < k:
+                gap, other = g0, i0
+                if comes_after(gap, other, g1, i1):
+                    gap, other = g1, i1
+                if comes_after(gap, other, g2, i2):
+                    gap, other = g2, i2
+                if comes_after(gap, other, g3, i3):
+                    gap, other = g3, i3
+                gap, other = _warp_extreme(gap, other, False)
+                if lane == slot:
+                    mine = other
+                if other == i0:
+                    g0, i0 = _FAR, int32(NO_AGENT)
+                if other == i1:
+                    g1, i1 = _FAR, int32(NO_AGENT)
+                if other == i2:
+                    g2, i2 = _FAR, int32(NO_AGENT)
+                if other == i3:
+                    g3, i3 = _FAR, int32(NO_AGENT)
+                slot = _U(slot + _U(1))
+            if lane < k:
+                if mine != NO_AGENT:
+                    _write_slot(row, k, me, _U(mine), lane, seen, inverse_diagonal, inverse_speed_scale)
+                else:
+                    for feature in range(7):
+                        row[_U(_U(feature) * k + lane)] = float32(0.0)
+                hints[lane, observer] = mine
+        if lane == _U(0):
+            row[_U(7 * k)] = time
+        cuda.syncwarp(_FULL)
+        observer = _U(observer + _U(_WARPS))
