@@ -1,42 +1,55 @@
 """TagContinuous-v0's block observation on a GPU (needs a CUDA GPU; skipped without): a warp per
-observer (:mod:`warpsci.envs.tag_continuous_warps`) writes, bit for bit, the observations that the
-per-agent ``observe_agent`` writes inside the step kernel, step after step of random play with
-tags, runners leaving and resets, after ``step`` and after ``random_rollout``, for the published
-game, small and crowded ones, k up to 32, 128 agents, and full observations (which the block
-observation hands to ``observe_agent``). Numba's CUDA simulator has no warp shuffles, so only a
-GPU can run this. Run on a GPU host: ``python -m pytest -q -m gpu tests/test_tag_continuous_gpu.py``.
+observer (:mod:`warpsci.envs.tag_continuous_warps`) writes, bit for bit, the observations and hints
+that the per-agent ``observe_agent`` writes, step after step of random play with tags, runners
+leaving and resets, after ``step`` and after ``random_rollout``, for the published game (scan and
+grid), small and crowded ones, k from 1 to 32 and 128 agents; the kernels do call the block
+observation; full observations keep ``observe_agent``. Numba's CUDA simulator has no warp
+shuffles, so only a GPU can run this. Run on a GPU host:
+``python -m pytest -q -m gpu tests/test_tag_continuous_gpu.py``.
 """
 
+import dataclasses
+
+import numpy as np
 import pytest
 import torch
+from numba import cuda
 
 import warpsci
-from warpsci.envs.tag_continuous import TagContinuousParams
+from warpsci.envs.tag_continuous import TAG_CONTINUOUS, TagContinuousParams
+from warpsci.multi_agent_env import vector_env_class
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-PUBLISHED = {"num_taggers": 10, "num_runners": 100, "grid_length": 20.0, "num_other_agents_observed": 10}
+PARTIAL = {"use_full_observation": False}  # (the class default observes everyone)
+PUBLISHED = {
+    **PARTIAL,
+    "num_taggers": 10,
+    "num_runners": 100,
+    "grid_length": 20.0,
+    "num_other_agents_observed": 10,
+}
 GAMES = {
     "published": PUBLISHED,
+    "published, neighbour grid": {**PUBLISHED, "neighbour_search": "grid"},
     "published, tags often": {**PUBLISHED, "tagging_distance": 0.08, "episode_length": 40},
-    "five agents, k above those in the game": {
-        "num_taggers": 2, "num_runners": 3, "num_other_agents_observed": 4, "tagging_distance": 0.2,
-        "episode_length": 30,
+    "five agents, k = all others": {
+        **PARTIAL, "num_taggers": 2, "num_runners": 3, "num_other_agents_observed": 4,
+        "tagging_distance": 0.2, "episode_length": 30,
     },
     "crowded, k = 32": {
-        "num_taggers": 6, "num_runners": 54, "grid_length": 2.0, "num_other_agents_observed": 32,
+        **PARTIAL, "num_taggers": 6, "num_runners": 54, "grid_length": 2.0, "num_other_agents_observed": 32,
         "tagging_distance": 0.05, "episode_length": 50,
     },
-    "128 agents, k = 1": {"num_taggers": 8, "num_runners": 120, "num_other_agents_observed": 1},
-    "full observations": {"num_taggers": 3, "num_runners": 12, "use_full_observation": True},
+    "128 agents, k = 1": {**PARTIAL, "num_taggers": 8, "num_runners": 120, "num_other_agents_observed": 1},
 }  # fmt: skip
 
 
 def _env(fields: dict, block_observation: bool):
-    params = TagContinuousParams(**fields, neighbour_search="scan", seed=11)
+    params = TagContinuousParams(**{"neighbour_search": "scan", **fields}, seed=11)
     return warpsci.make(
         "TagContinuous-v0", num_envs=64, device="cuda", seed=3, params=params, copy=False,
         check_actions=False, block_observation=block_observation,
@@ -66,6 +79,46 @@ def test_block_observation_equals_observe_agent(game):
         torch.cuda.synchronize()
         for name in ("obs", "rewards", "final_obs", "active"):
             assert torch.equal(getattr(by_block.buffers, name), getattr(by_agent.buffers, name)), (step, name)
+        hints = by_block.state_tensors["nearest_hint"], by_agent.state_tensors["nearest_hint"]
+        assert torch.equal(*hints), step
         tagged += int((~by_block.buffers.active).sum())
     if "tags often" in game or "crowded" in game:
         assert tagged > 0  # runners left the game on the way
+
+
+def test_full_observations_keep_observe_agent():
+    env = _env({"num_taggers": 3, "num_runners": 12, "use_full_observation": True}, True)
+    assert not env._kernels.observes_by_block
+    assert env._kernels.block[1] > 1  # several environments to a block, as without a block observation
+
+
+@cuda.jit(device=True)
+def _write_sevens(state, params, obs, env):
+    width = obs.shape[2]
+    entry = cuda.threadIdx.x
+    while entry < obs.shape[1] * width:
+        obs[env, entry // width, entry % width] = np.float32(7.0)
+        entry += cuda.blockDim.x
+
+
+def test_the_kernels_observe_by_the_block_observation():
+    """A block observation that writes sevens everywhere: after a reset, a step and a random
+    rollout the observations are sevens (the kernels call it, not observe_agent), while the final
+    observations still come from observe_agent."""
+    definition = dataclasses.replace(
+        TAG_CONTINUOUS,
+        block_observation=dataclasses.replace(TAG_CONTINUOUS.block_observation, function=_write_sevens),
+    )
+    params = TagContinuousParams(**GAMES["published, tags often"], neighbour_search="scan", seed=11)
+    env = vector_env_class(definition.agent_groups(params))(
+        definition, num_envs=64, device="cuda", seed=3, params=params, copy=False, check_actions=False
+    )
+    assert env._kernels.observes_by_block and env._kernels.block == (128, 1)
+    env.reset(seed=3)
+    assert bool((env.buffers.obs == 7.0).all())
+    for _ in range(45):
+        env.step_in_place()
+        assert bool((env.buffers.obs == 7.0).all())
+    env.random_rollout(1)
+    assert bool((env.buffers.obs == 7.0).all())
+    assert not bool((env.buffers.final_obs == 7.0).all())

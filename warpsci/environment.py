@@ -47,7 +47,7 @@ An environment is one Python module holding
   ``action_mask(state, params, mask, env, agent) -> None`` (optional)
       Write which actions the agent may take next into ``mask[env, agent, :]`` (bool): one entry
       per action for ``Discrete(n)``, ``sum(nvec)`` entries (component after component) for
-      ``MultiDiscrete``. Runs after every reset and step, after ``observe_agent``. Masks are advice
+      ``MultiDiscrete``. Runs after every reset and step, with ``observe_agent``. Masks are advice
       for the policy (sampling and the loss use masked logits); the environment applies whatever
       action it is given.
   ``block_observation`` (optional, CUDA only): a :class:`BlockObservation`, the observation of
@@ -195,13 +195,20 @@ class EnvironmentStage:
     function: Callable
 
 
+def _always(params: Any) -> bool:
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class BlockObservation:
     """An environment's observations written by a CUDA block together.
 
-    The CUDA backend gives each environment of at most ``threads`` agents a block of ``threads``
-    threads, and its reset and step kernels end with ``function(state, params, obs, env)`` (a CUDA
-    device function) in place of every agent's ``observe_agent``, after a barrier. Every thread of
+    Where ``applies(params)`` holds and an environment of at most ``threads`` agents fits one block
+    (``threads_per_block`` is then the observation's: an explicit one smaller than the agents
+    splits the environment and keeps ``observe_agent``), the CUDA backend gives each environment a
+    block of ``threads`` threads, and its reset, step and random-step kernels end with
+    ``function(state, params, obs, env)`` (a CUDA device function) in place of every agent's
+    ``observe_agent``, after a barrier. Every thread of
     the block calls it (it may use ``cuda.syncthreads()``, shared memory and warp intrinsics). It
     must write exactly what ``observe_agent`` writes for every agent, bit for bit, and may update
     state that only speeds the observation up (search hints); test it against ``observe_agent`` on
@@ -212,10 +219,13 @@ class BlockObservation:
         function: ``function(state, params, obs, env) -> None``, compiled with
             ``numba.cuda.jit(device=True)``.
         threads: Threads per block, a multiple of 32 up to 1024. Default 128.
+        applies: ``params -> bool`` (the params dataclass): whether to use it for these params,
+            where it is faster; default always. (Tag continuous: partial observations.)
     """
 
     function: Callable
     threads: int = 128
+    applies: Callable[[Any], bool] = _always
 
     def __post_init__(self) -> None:
         threads = self.threads

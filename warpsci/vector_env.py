@@ -106,10 +106,12 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         check_actions: If True (default), ``step`` checks that actions lie in the action space,
             which costs one device-to-host transfer of a flag. Trainers that sample valid actions
             turn it off.
-        threads_per_block: CUDA threads per block (CUDA backend only). Default 128.
+        threads_per_block: CUDA threads per block (CUDA backend only). Default 128 (an
+            environment with a block observation in use gets a block of the observation's width).
         block_observation: Observe by the environment's block observation where the CUDA backend
-            can (``EnvironmentDefinition.block_observation``; the same observations as
-            ``observe_agent``, written by a block together). Default True; False to compare.
+            can and it applies to ``params`` (``EnvironmentDefinition.block_observation``; the same
+            observations as ``observe_agent``, written by a block together). Default True; False
+            to compare.
 
     Single-agent environments have observations ``(num_envs, *obs_shape)`` and actions
     ``(num_envs, *action_shape)``; multi-agent ones add an agent axis after the environment axis.
@@ -251,8 +253,10 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             from warpsci.backends.cuda import CudaKernels
 
             with torch.cuda.device(self.device):
+                observation = self.definition.block_observation
+                by_block = block_observation and observation is not None and observation.applies(self.params)
                 self._kernels = CudaKernels(
-                    self.definition, self.num_envs, self.num_agents, threads_per_block, block_observation
+                    self.definition, self.num_envs, self.num_agents, threads_per_block, by_block
                 )
         self._random_rollout_arrays: tuple[tuple[torch.Tensor, ...], list[Any]] | None = None
         self._state_view = state_type(

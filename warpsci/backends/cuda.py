@@ -81,10 +81,12 @@ class CudaKernels:
             agents). Given explicitly and smaller than the agent count, environments span several
             blocks.
         block_observation: Observe by the environment's block observation
-            (``EnvironmentDefinition.block_observation``) where it applies: an environment in one
-            block (its block then has the observation's own width), with at most that many
-            agents, not under Numba's CUDA simulator. Default True; False observes by
-            ``observe_agent`` (the two write the same observations).
+            (``EnvironmentDefinition.block_observation``) where it can: an environment in one
+            block (its block then has the observation's own width, whatever ``threads_per_block``
+            says), with at most that many agents, not under Numba's CUDA simulator. Default True;
+            False observes by ``observe_agent`` (the two write the same observations). The
+            observation's ``applies(params)`` is for the caller to ask (:class:`WarpVectorEnv`
+            does).
     """
 
     def __init__(

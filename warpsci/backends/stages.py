@@ -14,7 +14,8 @@ step:   begin (rewards cleared, unless the first stage is an agent stage, which 
 random step (``WarpVectorEnv.random_rollout``): a uniform random action, then the step without its
         observation (and with episode tallies); the rollout observes once after its last step.
 An environment with a block observation (``EnvironmentDefinition.block_observation``) is observed
-on CUDA by a launch of its own after the kernel: its lists' observe stage writes the masks only.
+on CUDA by its whole block together at the end of the kernel: its lists' observe stage writes the
+masks only.
 
 :func:`sequence` composes a list into one function (the CPU backend calls it from a ``prange`` loop,
 the CUDA backend from a kernel with ``cuda.syncthreads()`` as the barrier); an environment wider than
@@ -135,7 +136,7 @@ def make_kernel_stages(
     """The reset, step, random-step and observe stage lists of one environment; ``jit`` compiles
     the framework's stage functions (the CPU backend asks for ``njit(inline="always")``). Without
     ``observe_agents`` the lists end with the action masks only (or nothing): the CUDA backend
-    then observes in a launch of its own (``EnvironmentDefinition.block_observation``)."""
+    then observes by the block observation after them (``EnvironmentDefinition.block_observation``)."""
     reset_agent = definition.reset_agent
     observe_agent = definition.observe_agent
     is_terminal = definition.is_terminal

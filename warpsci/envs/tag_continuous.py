@@ -948,6 +948,13 @@ def observe_nearest_by_scan(state, params, obs, env, agent, slots):
             previous, previous_id = best, chosen
 
 
+def observes_by_warps(params: TagContinuousParams) -> bool:
+    """Whether the block observation takes these params (partial observations of at most
+    :data:`MAX_WARP_OBSERVED` others): full observations stay with ``observe_agent``, several
+    environments to a block."""
+    return not params.use_full_observation and params.num_other_agents_observed <= MAX_WARP_OBSERVED
+
+
 @cuda.jit(device=True)
 def observe_by_block(state, params, obs, env):
     """The block observation (CUDA, :data:`tag_continuous_warps.THREADS` threads an environment):
@@ -1017,7 +1024,7 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     wide_max_registers=96,
     # On CUDA, games of up to 128 agents are observed by a warp per observer (H100, 2,000 x 110,
     # every step observed, replayed from a CUDA graph: 7.08M env steps/s against 4.36M).
-    block_observation=BlockObservation(observe_by_block, threads=WARP_THREADS),
+    block_observation=BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps),
     reference=(
         "salesforce/warp-drive @ bac017ebb481714bee8f6b0ec75a67d3a2e034d3: "
         "example_envs/tag_continuous/tag_continuous.py (TagContinuous), "

@@ -18,12 +18,18 @@ NO_AGENT = np.int32(2**31 - 1)
 
 
 @agent_function
-def gap_between(x0, y0, x1, y1):
-    """The float32 distance between two float32 points (squared differences, one root): the one
-    definition every distance of the game uses."""
+def squared_gap(x0, y0, x1, y1):
+    """The float32 square of the distance between two float32 points: the one arithmetic every
+    distance of the game starts from (searches that compare squares first take their roots)."""
     dx = x0 - x1
     dy = y0 - y1
-    return np.float32(math.sqrt(dx * dx + dy * dy))
+    return dx * dx + dy * dy
+
+
+@agent_function
+def gap_between(x0, y0, x1, y1):
+    """The float32 distance between two float32 points: the root of :func:`squared_gap`."""
+    return np.float32(math.sqrt(squared_gap(x0, y0, x1, y1)))
 
 
 @agent_function

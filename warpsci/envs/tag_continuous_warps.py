@@ -36,7 +36,7 @@ import math
 import numpy as np
 from numba import cuda, float32, int32
 
-from warpsci.envs.tag_continuous_order import INVERSE_TWO_PI, NO_AGENT, comes_after, gap_between
+from warpsci.envs.tag_continuous_order import INVERSE_TWO_PI, NO_AGENT, comes_after, gap_between, squared_gap
 
 #: Threads of the block observation's block: four warps.
 THREADS = 128
@@ -171,9 +171,7 @@ def observe_nearest_by_warps(
             )
             for j in range(MAX_AGENTS // 32):
                 other = _U(lane + _U(32 * j))
-                dx = ox - sx[other]
-                dy = oy - sy[other]
-                square = dx * dx + dy * dy
+                square = squared_gap(ox, oy, sx[other], sy[other])
                 before = sflag[other] == 1 and other != observer
                 before = before and (
                     square < nearer
