@@ -11,14 +11,14 @@ warp takes one observer at a time:
   shared memory;
 - a warp takes observers ``warp, warp + 4, ...``; its lanes take candidates ``lane + 32 j``, so every
   lane is busy and the reads are of shared memory;
-- the limit comes from the observer's hints (the k nearest it found the step before): the farthest
-  of them, by a butterfly of warp shuffles. The candidates before the limit are found by ballots
-  (told by squared distances, the root only in a band around the limit's square) and compacted
-  into the warp's scratch row of shared memory; each lane ranks one of them against the others
-  (about k + 1 of them), and a lane of rank below k writes that slot's seven features;
-- when the hints name an agent out of the game or the observer itself, or fewer than k or more
-  than 32 candidates come before the limit: k rounds of a warp-wide minimum over each lane's four
-  candidates, held in registers.
+- the limit comes from the observer's hints (the k nearest it found the step before): the
+  distance of the farthest of them still in the game, by a butterfly of warp shuffles. The
+  candidates up to the limit are found by ballots (told by squared distances, the root only in a
+  band around the limit's square) and compacted into the warp's scratch row of shared memory.
+  When there are k of them or more, the k nearest are among them: each lane ranks one against
+  the others (about k + 1 of them), and a lane of rank below k writes that slot's seven features;
+- when no hint is in the game, or fewer than k or more than 32 candidates lie within the limit:
+  k rounds of a warp-wide minimum over each lane's four candidates, held in registers.
 
 It writes what ``observe_agent`` writes, bit for bit (the same distances from
 :mod:`warpsci.envs.tag_continuous_order`, the same order, the same features and hints); the GPU
@@ -77,17 +77,21 @@ def _candidate(lane, j, observer, count, sx, sy, sflag, x, y):
 
 
 @cuda.jit(device=True, inline=True)
-def _warp_extreme(gap, other, farthest):
-    """The nearest (with ``farthest``, the farthest) of the warp's ``(gap, other)`` in (distance,
-    id) order, on every lane: a butterfly of shuffles."""
+def _warp_max(gap):
+    """The largest of the warp's ``gap``, on every lane: a butterfly of shuffles."""
+    for offset in (16, 8, 4, 2, 1):
+        gap = max(gap, cuda.shfl_xor_sync(_FULL, gap, offset))
+    return gap
+
+
+@cuda.jit(device=True, inline=True)
+def _warp_nearest(gap, other):
+    """The nearest of the warp's ``(gap, other)`` in (distance, id) order, on every lane: a
+    butterfly of shuffles."""
     for offset in (16, 8, 4, 2, 1):
         their_gap = cuda.shfl_xor_sync(_FULL, gap, offset)
         their_id = cuda.shfl_xor_sync(_FULL, other, offset)
-        if (
-            comes_after(their_gap, their_id, gap, other)
-            if farthest
-            else comes_after(gap, other, their_gap, their_id)
-        ):
+        if comes_after(gap, other, their_gap, their_id):
             gap, other = their_gap, their_id
     return gap, other
 
@@ -146,40 +150,28 @@ def observe_nearest_by_warps(
             continue
         ox, oy = sx[observer], sy[observer]
         me = (ox, oy, sv[observer], sa[observer], sth[observer])
-        # The hints' limit: the farthest of the k hinted, if every one is in the game and not the
-        # observer (then at or after the true k-th nearest), with its id plus one.
-        limit_gap, limit_id = float32(-1.0), int32(-1)
-        valid = True
+        # The hints' limit: the distance of the farthest hinted agent in the game (not the
+        # observer). Every agent up to it is kept; once k are, the k nearest are among them.
+        hint_gap = float32(-1.0)
         if lane < k:
             hinted = _U(hints[lane, observer])
-            valid = hinted < count and hinted != observer and sflag[hinted] == 1
-            if valid:
-                limit_gap, limit_id = gap_between(ox, oy, sx[hinted], sy[hinted]), int32(hinted)
-        limit_gap, limit_id = _warp_extreme(limit_gap, limit_id, True)
-        limit_id = int32(limit_id + int32(1))
-        all_valid = cuda.ballot_sync(_FULL, not valid) == 0
+            if hinted < count and hinted != observer and sflag[hinted] == 1:
+                hint_gap = gap_between(ox, oy, sx[hinted], sy[hinted])
+        limit_gap = _warp_max(hint_gap)
         kept = _U(0)
-        if all_valid:
-            # Before the limit: squared distances decide, the root only in a band around the
-            # limit's square (where rounding could order them otherwise).
+        if limit_gap >= float32(0.0):
+            # Squared distances decide, the root only in a band around the limit's square (where
+            # rounding could decide otherwise); & and | rather than branches.
             bounded = max(limit_gap, float32(1e-18))
             beyond = bounded * bounded * float32(1.0 + 2.0**-20)
-            nearer = (
-                limit_gap * limit_gap * float32(1.0 - 2.0**-20)
-                if limit_gap >= float32(1e-18)
-                else float32(0.0)
-            )
+            nearer = limit_gap * limit_gap * float32(1.0 - 2.0**-20)
             for j in range(MAX_AGENTS // 32):
                 other = _U(lane + _U(32 * j))
                 square = squared_gap(ox, oy, sx[other], sy[other])
-                before = sflag[other] == 1 and other != observer
-                before = before and (
-                    square < nearer
-                    or (
-                        square <= beyond
-                        and comes_after(limit_gap, limit_id, float32(math.sqrt(square)), int32(other))
-                    )
-                )
+                playing = (sflag[other] == 1) & (other != observer)
+                before = playing & (square < nearer)
+                if playing & (square >= nearer) & (square <= beyond):
+                    before = float32(math.sqrt(square)) <= limit_gap
                 mask = _U(cuda.ballot_sync(_FULL, before))
                 place = _U(kept + _U(cuda.popc(_U(mask & below))))
                 if before and place < _U(32):
@@ -187,7 +179,7 @@ def observe_nearest_by_warps(
                     my_ids[place] = other
                 kept = _U(kept + _U(cuda.popc(mask)))
         cuda.syncwarp(_FULL)
-        if all_valid and kept >= k and kept <= _U(32):
+        if kept >= k and kept <= _U(32):
             if lane < kept:
                 my_gaps[lane] = float32(math.sqrt(my_gaps[lane]))
             cuda.syncwarp(_FULL)
@@ -196,8 +188,9 @@ def observe_nearest_by_warps(
                 rank = _U(0)
                 index = _U(0)
                 while index < kept:
-                    if comes_after(gap, other, my_gaps[index], my_ids[index]):
-                        rank = _U(rank + _U(1))
+                    than_gap, than_other = my_gaps[index], my_ids[index]
+                    later = (gap > than_gap) | ((gap == than_gap) & (other > than_other))
+                    rank = _U(rank + _U(later))
                     index = _U(index + _U(1))
                 if rank < k:
                     _write_slot(row, k, me, _U(other), rank, seen, inverse_diagonal, inverse_speed_scale)
@@ -218,7 +211,7 @@ def observe_nearest_by_warps(
                     gap, other = g2, i2
                 if comes_after(gap, other, g3, i3):
                     gap, other = g3, i3
-                gap, other = _warp_extreme(gap, other, False)
+                gap, other = _warp_nearest(gap, other)
                 if lane == slot:
                     mine = other
                 if other == i0:
