@@ -121,7 +121,8 @@ def test_an_environment_may_set_the_register_cap_of_its_wide_kernels():
 
 def test_a_block_observation_takes_whole_warps():
     """``block_observation``: a :class:`warpsci.BlockObservation` of 32 to 1,024 threads, whole
-    warps; Tag continuous gives one of 128 (a warp per observer)."""
+    warps, and a register cap of None or 16 to 255; Tag continuous gives one of 128 threads (a
+    warp per observer) capped at 56."""
     import dataclasses
 
     definition = warpsci.registry.get_definition("TagContinuous-v0")
@@ -132,3 +133,7 @@ def test_a_block_observation_takes_whole_warps():
             warpsci.BlockObservation(function, threads=wrong)
     with pytest.raises(TypeError, match="block_observation must be a BlockObservation or None"):
         dataclasses.replace(definition, block_observation=function)
+    assert definition.block_observation.max_registers == 56
+    for wrong in (8, 300, 56.0, True):
+        with pytest.raises(ValueError, match=r"max_registers must be None .* or an int in \[16, 255\]"):
+            warpsci.BlockObservation(function, max_registers=wrong)

@@ -199,6 +199,16 @@ def _always(params: Any) -> bool:
     return True
 
 
+def _check_registers(name: str, registers: Any, none_means: str) -> None:
+    """A register cap is None or registers per thread in [16, 255]."""
+    if registers is not None and (isinstance(registers, bool) or not isinstance(registers, int)
+                                  or not 16 <= registers <= 255):  # fmt: skip
+        raise ValueError(
+            f"{name} must be None ({none_means}) or an int in [16, 255] (registers per thread), "
+            f"got {registers!r}"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class BlockObservation:
     """An environment's observations written by a CUDA block together.
@@ -221,11 +231,15 @@ class BlockObservation:
         threads: Threads per block, a multiple of 32 up to 1024. Default 128.
         applies: ``params -> bool`` (the params dataclass): whether to use it for these params,
             where it is faster; default always. (Tag continuous: partial observations.)
+        max_registers: Registers per thread of the kernels that end with it (the step's stages
+            and the observation share them); default None: the compiler's choice. A cap lets
+            more blocks share an SM (Tag continuous: 56).
     """
 
     function: Callable
     threads: int = 128
     applies: Callable[[Any], bool] = _always
+    max_registers: int | None = None
 
     def __post_init__(self) -> None:
         threads = self.threads
@@ -238,6 +252,7 @@ class BlockObservation:
             raise ValueError(
                 f"BlockObservation.threads must be a multiple of 32 in [32, 1024], got {threads!r}"
             )
+        _check_registers("BlockObservation.max_registers", self.max_registers, "the compiler's choice")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,13 +328,7 @@ class EnvironmentDefinition:
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.params_type):
             raise TypeError(f"params_type must be a dataclass, got {self.params_type!r}")
-        registers = self.wide_max_registers
-        if registers is not None and (isinstance(registers, bool) or not isinstance(registers, int)
-                                      or not 16 <= registers <= 255):  # fmt: skip
-            raise ValueError(
-                f"wide_max_registers must be None (the backend's cap) or an int in [16, 255] "
-                f"(registers per thread), got {registers!r}"
-            )
+        _check_registers("wide_max_registers", self.wide_max_registers, "the backend's cap")
         if self.block_observation is not None and not isinstance(self.block_observation, BlockObservation):
             raise TypeError(
                 f"{self.name}: block_observation must be a BlockObservation or None, "

@@ -124,7 +124,7 @@ class CudaKernels:
             agent_threads = min(num_agents, threads_per_block)
             if self.observes_by_block:
                 agent_threads = observation.threads
-            registers = None
+            registers = observation.max_registers if self.observes_by_block else None
             if num_agents > agent_threads:
                 registers = definition.wide_max_registers or WIDE_MAX_REGISTERS
             self._fused = _compile_fused(definition, num_agents > 1, registers, self.observes_by_block)
