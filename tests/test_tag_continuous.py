@@ -283,6 +283,36 @@ def test_cuda_kernels_equal_the_cpu_under_the_simulator():
         assert int(episodes) >= 3
 
 
+def test_the_warp_observation_equals_the_cpu_under_the_simulator():
+    """With ``warpsci.simulated_warps`` the simulator runs the block observation (a warp per
+    observer, its shuffles and ballots emulated): after every step equal to the CPU backend's
+    ``observe_agent``, on test5's game and on a crowded one with tags, resets and k = 4."""
+    crowded = {**TEST5, "num_taggers": 3, "num_runners": 9, "grid_length": 1.0,
+               "num_other_agents_observed": 4, "tagging_distance": 0.1, "episode_length": 5}  # fmt: skip
+    script = textwrap.dedent(
+        f"""
+        from warpsci import simulated_warps
+        from warpsci.backends.cuda import CudaKernels
+        from warpsci.envs.tag_continuous import TAG_CONTINUOUS
+        from warpsci.testing import check_parity
+        print("block before", CudaKernels(TAG_CONTINUOUS, 2, 5).observes_by_block)
+        simulated_warps.enable()
+        print("block after", CudaKernels(TAG_CONTINUOUS, 2, 5).observes_by_block)
+        for params in ({dict(TEST5, episode_length=6)!r}, {crowded!r}):
+            report = check_parity("TagContinuous-v0", num_envs=2, steps=6, atol=1e-5, params=params)
+            print("warps", report.ok, report.episodes_ended)
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=900)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert "block before False" in completed.stdout and "block after True" in completed.stdout
+    lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("warps")]
+    assert len(lines) == 2
+    for _, ok, episodes in lines:
+        assert ok == "True"
+        assert int(episodes) >= 2
+
+
 def test_a_run_records_the_seed_it_drew():
     from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig

@@ -53,7 +53,8 @@ An environment is one Python module holding
   ``block_observation`` (optional, CUDA only): a :class:`BlockObservation`, the observation of
       every agent of an environment written by one CUDA block together (shared memory, warp
       shuffles), for environments that fit its block; ``observe_agent`` stays the definition,
-      which the CPU backend, Numba's CUDA simulator, final observations and wider environments use.
+      which the CPU backend, Numba's CUDA simulator (unless :func:`warpsci.simulated_warps.enable`
+      emulates the warp intrinsics), final observations and wider environments use.
 
   ``actions`` is the whole action array, ``(num_envs, num_agents)`` when every group's action space
   is ``Discrete``, else ``(num_envs, num_agents, width)`` with ``width`` the largest number of
@@ -222,7 +223,8 @@ class BlockObservation:
     the block calls it (it may use ``cuda.syncthreads()``, shared memory and warp intrinsics). It
     must write exactly what ``observe_agent`` writes for every agent, bit for bit, and may update
     state that only speeds the observation up (search hints); test it against ``observe_agent`` on
-    a GPU: Numba's CUDA simulator runs ``observe_agent`` instead (it has no warp shuffles). Final
+    a GPU, or under Numba's CUDA simulator after :func:`warpsci.simulated_warps.enable` (which
+    emulates the warp intrinsics the simulator lacks; otherwise it runs ``observe_agent``). Final
     observations, the CPU backend and environments wider than ``threads`` use ``observe_agent``.
 
     Attributes:

@@ -37,6 +37,7 @@ import numpy as np
 from numba import config, cuda
 
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
+from warpsci import simulated_warps
 from warpsci.backends.stages import KernelStages, Stage, agent_keys, make_kernel_stages, sequence
 from warpsci.environment import EnvironmentDefinition
 from warpsci.kernel_cache import cached_cuda_jit
@@ -83,10 +84,10 @@ class CudaKernels:
         block_observation: Observe by the environment's block observation
             (``EnvironmentDefinition.block_observation``) where it can: an environment in one
             block (its block then has the observation's own width, whatever ``threads_per_block``
-            says), with at most that many agents, not under Numba's CUDA simulator. Default True;
-            False observes by ``observe_agent`` (the two write the same observations). The
-            observation's ``applies(params)`` is for the caller to ask (:class:`WarpVectorEnv`
-            does).
+            says), with at most that many agents, not under Numba's CUDA simulator (unless
+            :func:`warpsci.simulated_warps.enable` was called). Default True; False observes by
+            ``observe_agent`` (the two write the same observations). The observation's
+            ``applies(params)`` is for the caller to ask (:class:`WarpVectorEnv` does).
     """
 
     def __init__(
@@ -118,7 +119,7 @@ class CudaKernels:
             and observation is not None
             and self.blocks_per_env == 1
             and num_agents <= observation.threads
-            and not config.ENABLE_CUDASIM
+            and (not config.ENABLE_CUDASIM or simulated_warps.enabled())
         )
         if self.blocks_per_env == 1:
             agent_threads = min(num_agents, threads_per_block)

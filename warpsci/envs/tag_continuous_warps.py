@@ -22,8 +22,9 @@ warp takes one observer at a time:
 
 It writes what ``observe_agent`` writes, bit for bit (the same distances from
 :mod:`warpsci.envs.tag_continuous_order`, the same order, the same features and hints); the GPU
-tests check it (``tests/test_tag_continuous_gpu.py``). Numba's CUDA simulator has no warp shuffles
-or ballots, so the simulator and the CPU backend run ``observe_agent``.
+tests check it (``tests/test_tag_continuous_gpu.py``), and so does Numba's CUDA simulator on small
+games, its missing shuffles and ballots emulated by :mod:`warpsci.simulated_warps`
+(``tests/test_tag_continuous.py``). The CPU backend runs ``observe_agent``.
 
 Numba's ``ballot_sync`` returns a signed mask: a full mask reads -1, so a test that every lane
 agrees compares the ballot of the opposite with 0.
