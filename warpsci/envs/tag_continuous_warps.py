@@ -26,8 +26,8 @@ tests check it (``tests/test_tag_continuous_gpu.py``), and so does Numba's CUDA 
 games, its missing shuffles and ballots emulated by :mod:`warpsci.simulated_warps`
 (``tests/test_tag_continuous.py``). The CPU backend runs ``observe_agent``.
 
-Numba's ``ballot_sync`` returns a signed mask: a full mask reads -1, so a test that every lane
-agrees compares the ballot of the opposite with 0.
+Numba's ``ballot_sync`` returns a signed mask on a GPU (a full mask reads -1): the ballots here are
+taken as uint32 before their bits are counted.
 """
 
 from __future__ import annotations
