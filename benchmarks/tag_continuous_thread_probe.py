@@ -272,22 +272,17 @@ def check(num_envs: int = 4) -> None:
 
 def main(out_dir: str) -> None:
     import torch
-    from tag_continuous_warp_probe import observe_by_warps, timed
+    from tag_continuous_warp_probe import (
+        framework_step_times,
+        observe_by_warps,
+        played_game,
+        timed,
+        warp_arguments,
+    )
 
     num_envs, runners = 2000, 100
-    params = TagContinuousParams(**published(runners), neighbour_search="scan")
-    env = vector_env_class(TAG_CONTINUOUS.agent_groups(params))(
-        TAG_CONTINUOUS, num_envs=num_envs, device="cuda", seed=0, params=params, copy=False,
-        check_actions=False,
-    )  # fmt: skip
+    env, params, earlier_hints, framework_obs = played_game(num_envs, runners)
     state, kernel_params = env._state_view, env._params_tuple
-    env.reset(seed=0)
-    for _ in range(44):
-        env.random_rollout(1)
-    earlier_hints = cuda.to_device(state.nearest_hint.copy_to_host())
-    env.random_rollout(1)
-    torch.cuda.synchronize()
-    framework_obs = env._buffer_view.obs.copy_to_host()
     observing = state.in_game_before.copy_to_host().astype(bool)[:, None, :]
     framework_hints = state.nearest_hint.copy_to_host()[:, :K]
     probe_obs = cuda.device_array(framework_obs.size, np.float32)
@@ -308,25 +303,13 @@ def main(out_dir: str) -> None:
 
     warp_obs = cuda.device_array(framework_obs.size, np.float32)
     warp_hints = cuda.to_device(np.full(state.nearest_hint.shape, NONE, np.int32))
-    warp_arguments = (
-        state.x, state.y, state.v, state.accel, state.theta, state.in_game_before, kernel_params.is_tagger,
-        earlier_hints, warp_obs, warp_hints,
-        np.float32(kernel_params.inverse_diagonal), np.float32(kernel_params.inverse_speed_scale),
-    )  # fmt: skip
+    warp_probe_arguments = warp_arguments(env, earlier_hints, warp_obs, warp_hints)
 
     def warps() -> None:
-        observe_by_warps[num_envs, THREADS](*warp_arguments)
+        observe_by_warps[num_envs, THREADS](*warp_probe_arguments)
 
     warps_s = timed(warps)
-
-    def observed_steps() -> None:
-        for _ in range(10):
-            env.random_rollout(1)
-
-    def rollout() -> None:
-        env.random_rollout(100)
-
-    observed_s, rollout_s = timed(observed_steps, 5) / 10, timed(rollout, 5) / 100
+    observed_s, rollout_s = framework_step_times(env)
     result = {
         "device": torch.cuda.get_device_name(),
         "command": f"python benchmarks/tag_continuous_thread_probe.py {out_dir}",

@@ -262,35 +262,56 @@ def timed(function, repeats: int = 20) -> float:
     return statistics.median(times)
 
 
-def main(out_dir: str) -> None:
-    num_envs, runners = 2000, 100
+def played_game(num_envs: int, runners: int):
+    """The published game (``runners`` besides 10 taggers, scan) on the GPU after 45 steps of random
+    play: ``(env, params, earlier_hints, framework_obs)``, the hints those of the step before the
+    last (on the device), the observations those the framework wrote after it (on the host)."""
     params = TagContinuousParams(**published(runners), neighbour_search="scan")
-    if params.num_agents > THREADS or params.num_other_agents_observed != K:
-        raise ValueError(f"the probe's kernel takes up to {THREADS} agents and k = {K}")
     env = vector_env_class(TAG_CONTINUOUS.agent_groups(params))(
-        TAG_CONTINUOUS,
-        num_envs=num_envs,
-        device="cuda",
-        seed=0,
-        params=params,
-        copy=False,
+        TAG_CONTINUOUS, num_envs=num_envs, device="cuda", seed=0, params=params, copy=False,
         check_actions=False,
-    )
-    state, kernel_params = env._state_view, env._params_tuple
+    )  # fmt: skip
     env.reset(seed=0)
     for _ in range(44):
         env.random_rollout(1)
-    earlier_hints = cuda.to_device(state.nearest_hint.copy_to_host())
+    earlier_hints = cuda.to_device(env._state_view.nearest_hint.copy_to_host())
     env.random_rollout(1)
     torch.cuda.synchronize()
-    framework_obs = env._buffer_view.obs.copy_to_host()
-    probe_obs = cuda.device_array(framework_obs.size, np.float32)  # every row in one array
-    new_hints = cuda.to_device(np.full(state.nearest_hint.shape, NONE, np.int32))
-    arguments = (
+    return env, params, earlier_hints, env._buffer_view.obs.copy_to_host()
+
+
+def warp_arguments(env, earlier_hints, obs, new_hints) -> tuple:
+    """:func:`observe_by_warps`'s arguments for ``env``'s state."""
+    state, kernel_params = env._state_view, env._params_tuple
+    return (
         state.x, state.y, state.v, state.accel, state.theta, state.in_game_before, kernel_params.is_tagger,
-        earlier_hints, probe_obs, new_hints,
+        earlier_hints, obs, new_hints,
         np.float32(kernel_params.inverse_diagonal), np.float32(kernel_params.inverse_speed_scale),
     )  # fmt: skip
+
+
+def framework_step_times(env) -> tuple[float, float]:
+    """Seconds of the framework's step observed every step, and observed once per 100 steps."""
+
+    def observed_steps() -> None:
+        for _ in range(10):
+            env.random_rollout(1)
+
+    def rollout() -> None:
+        env.random_rollout(100)
+
+    return timed(observed_steps, 5) / 10, timed(rollout, 5) / 100
+
+
+def main(out_dir: str) -> None:
+    num_envs, runners = 2000, 100
+    env, params, earlier_hints, framework_obs = played_game(num_envs, runners)
+    if params.num_agents > THREADS or params.num_other_agents_observed != K:
+        raise ValueError(f"the probe's kernel takes up to {THREADS} agents and k = {K}")
+    state = env._state_view
+    probe_obs = cuda.device_array(framework_obs.size, np.float32)  # every row in one array
+    new_hints = cuda.to_device(np.full(state.nearest_hint.shape, NONE, np.int32))
+    arguments = warp_arguments(env, earlier_hints, probe_obs, new_hints)
 
     def probe() -> None:
         observe_by_warps[num_envs, THREADS](*arguments)
@@ -305,15 +326,7 @@ def main(out_dir: str) -> None:
         ((new_hints.copy_to_host()[:, :K] == state.nearest_hint.copy_to_host()[:, :K]) | ~observing).all()
     )
     probe_s = timed(probe)
-
-    def observed_steps() -> None:
-        for _ in range(10):
-            env.random_rollout(1)
-
-    def rollout() -> None:
-        env.random_rollout(100)
-
-    observed_s, rollout_s = timed(observed_steps, 5) / 10, timed(rollout, 5) / 100
+    observed_s, rollout_s = framework_step_times(env)
     result = {
         "device": torch.cuda.get_device_name(),
         "command": f"python benchmarks/tag_continuous_warp_probe.py {out_dir}",
