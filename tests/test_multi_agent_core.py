@@ -134,6 +134,8 @@ def test_a_block_observation_takes_whole_warps():
     with pytest.raises(TypeError, match="block_observation must be a BlockObservation or None"):
         dataclasses.replace(definition, block_observation=function)
     assert definition.block_observation.max_registers == 56
+    with pytest.raises(ValueError, match="block_observation must be True or False, got 'no'"):
+        warpsci.make("TagContinuous-v0", num_envs=1, block_observation="no")
     for wrong in (8, 300, 56.0, True):
         with pytest.raises(ValueError, match=r"max_registers must be None .* or an int in \[16, 255\]"):
             warpsci.BlockObservation(function, max_registers=wrong)

@@ -137,6 +137,8 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs <= 0:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        if not isinstance(block_observation, bool):
+            raise ValueError(f"block_observation must be True or False, got {block_observation!r}")
         self.definition = definition
         self.params = params if params is not None else definition.default_params()
         if not isinstance(self.params, definition.params_type):

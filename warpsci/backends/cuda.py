@@ -22,7 +22,8 @@ skip the agent stages), and the reset, step and random-step kernels end with the
 written by the whole block together (Tag continuous: a warp per observer, with the environment in
 shared memory) in place of each agent's ``observe_agent``. It stays in the same launch: a
 launch from Python costs about as much CPU time as the whole step's GPU time (H100 host, Tag
-continuous 2,000 x 110: about 0.4 ms), so a launch of its own would double that.
+continuous 2,000 x 110: about 0.4-0.5 ms), and as a launch of its own it made a step launched from
+Python about three times as slow (BENCHMARKS.md).
 
 Kernels are launched on a given stream (torch's current stream, by default), so they order with
 torch's work and can be captured in a CUDA graph.
