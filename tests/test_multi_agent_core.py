@@ -121,19 +121,36 @@ def test_an_environment_may_set_the_register_cap_of_its_wide_kernels():
 
 def test_a_block_observation_takes_whole_warps():
     """``block_observation``: a :class:`warpsci.BlockObservation` of 32 to 1,024 threads, whole
-    warps, and a register cap of None or 16 to 255; Tag continuous gives one of 128 threads (a
-    warp per observer) capped at 56."""
+    warps, a register cap of None or 16 to 255, at most 4,096 agents and no fewer than its threads,
+    or a tuple of them, of which an environment takes the first it fits. Tag continuous gives one of
+    128 threads (a warp per observer) capped at 56 for up to 128 agents, and one for grid games of
+    up to 2,048 agents, with dynamic shared memory."""
     import dataclasses
 
     definition = warpsci.registry.get_definition("TagContinuous-v0")
-    assert definition.block_observation.threads == 128
-    function = definition.block_observation.function
+    narrow, wide = definition.block_observation
+    assert narrow.threads == 128 and narrow.agent_limit == 128 and narrow.shared_bytes(128) == 0
+    assert wide.threads == 128 and wide.agent_limit == 2048
+    assert 0 < wide.shared_bytes(2048) <= 48 * 1024
+    assert [definition.block_observation_for(n) for n in (1, 128, 129, 2048, 2049)] == [
+        narrow, narrow, wide, wide, None
+    ]  # fmt: skip
+    function = narrow.function
     for wrong in (0, 16, 100, 2048, 64.0, True):
         with pytest.raises(ValueError, match=r"threads must be a multiple of 32 in \[32, 1024\]"):
             warpsci.BlockObservation(function, threads=wrong)
-    with pytest.raises(TypeError, match="block_observation must be a BlockObservation or None"):
-        dataclasses.replace(definition, block_observation=function)
-    assert definition.block_observation.max_registers == 56
+    for wrong in (64, 5000, 300.0, True):
+        with pytest.raises(
+            ValueError, match=r"max_agents must be None \(threads\) or an int in \[threads, 4096\]"
+        ):
+            warpsci.BlockObservation(function, max_agents=wrong)
+    with pytest.raises(ValueError, match="shared_bytes must be a function of the agent count"):
+        warpsci.BlockObservation(function, shared_bytes=1024)
+    message = "block_observation must be a BlockObservation, a tuple of them or None"
+    for wrong in (function, (narrow, function)):
+        with pytest.raises(TypeError, match=message):
+            dataclasses.replace(definition, block_observation=wrong)
+    assert narrow.max_registers == 56
     with pytest.raises(ValueError, match="block_observation must be True or False, got 'no'"):
         warpsci.make("TagContinuous-v0", num_envs=1, block_observation="no")
     for wrong in (8, 300, 56.0, True):

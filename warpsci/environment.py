@@ -52,7 +52,7 @@ An environment is one Python module holding
       action it is given.
   ``block_observation`` (optional, CUDA only): a :class:`BlockObservation`, the observation of
       every agent of an environment written by one CUDA block together (shared memory, warp
-      shuffles), for environments that fit its block; ``observe_agent`` stays the definition,
+      shuffles), for environments in one block; ``observe_agent`` stays the definition,
       which the CPU backend, Numba's CUDA simulator (unless :func:`warpsci.simulated_warps.enable`
       emulates the warp intrinsics), final observations and wider environments use.
 
@@ -200,6 +200,15 @@ def _always(params: Any) -> bool:
     return True
 
 
+def _no_shared_memory(num_agents: int) -> int:
+    return 0
+
+
+#: The most dynamic shared memory a block observation may ask for, in bytes: what a CUDA block
+#: gets without opting in to more.
+MAX_BLOCK_SHARED_BYTES = 48 * 1024
+
+
 def _check_registers(name: str, registers: Any, none_means: str) -> None:
     """A register cap is None or registers per thread in [16, 255]."""
     if registers is not None and (isinstance(registers, bool) or not isinstance(registers, int)
@@ -214,10 +223,11 @@ def _check_registers(name: str, registers: Any, none_means: str) -> None:
 class BlockObservation:
     """An environment's observations written by a CUDA block together.
 
-    Where ``applies(params)`` holds and an environment of at most ``threads`` agents fits one block
-    (``threads_per_block`` is then the observation's: an explicit one smaller than the agents
+    Where ``applies(params)`` holds and an environment of at most ``max_agents`` agents fits one
+    block (``threads_per_block`` is then the observation's: an explicit one smaller than the agents
     splits the environment and keeps ``observe_agent``), the CUDA backend gives each environment a
-    block of ``threads`` threads, and its reset, step and random-step kernels end with
+    block of ``threads`` threads (with more agents than threads, each thread takes several in the
+    step's stages), and its reset, step and random-step kernels end with
     ``function(state, params, obs, env)`` (a CUDA device function) in place of every agent's
     ``observe_agent``, after a barrier. Every thread of
     the block calls it (it may use ``cuda.syncthreads()``, shared memory and warp intrinsics). It
@@ -225,7 +235,8 @@ class BlockObservation:
     state that only speeds the observation up (search hints); test it against ``observe_agent`` on
     a GPU, or under Numba's CUDA simulator after :func:`warpsci.simulated_warps.enable` (which
     emulates the warp intrinsics the simulator lacks; otherwise it runs ``observe_agent``). Final
-    observations, the CPU backend and environments wider than ``threads`` use ``observe_agent``.
+    observations, the CPU backend and environments wider than ``max_agents`` use
+    ``observe_agent``.
 
     Attributes:
         function: ``function(state, params, obs, env) -> None``, compiled with
@@ -236,12 +247,19 @@ class BlockObservation:
         max_registers: Registers per thread of the kernels that end with it (the step's stages
             and the observation share them); default None: the compiler's choice. A cap lets
             more blocks share an SM (Tag continuous: 56).
+        max_agents: The most agents an environment may have for it; default None: ``threads``.
+            At most 4,096 (the most agents of an environment in one block).
+        shared_bytes: ``num_agents -> int``: dynamic shared memory per block, in bytes, that the
+            kernels are launched with (``cuda.shared.array(0, dtype)`` in ``function``), at most
+            :data:`MAX_BLOCK_SHARED_BYTES` for ``max_agents``; default none.
     """
 
     function: Callable
     threads: int = 128
     applies: Callable[[Any], bool] = _always
     max_registers: int | None = None
+    max_agents: int | None = None
+    shared_bytes: Callable[[int], int] = _no_shared_memory
 
     def __post_init__(self) -> None:
         threads = self.threads
@@ -255,6 +273,24 @@ class BlockObservation:
                 f"BlockObservation.threads must be a multiple of 32 in [32, 1024], got {threads!r}"
             )
         _check_registers("BlockObservation.max_registers", self.max_registers, "the compiler's choice")
+        agents = self.max_agents
+        if agents is not None and (
+            isinstance(agents, bool) or not isinstance(agents, int) or not threads <= agents <= 4096
+        ):
+            raise ValueError(
+                f"BlockObservation.max_agents must be None (threads) or an int in [threads, 4096] "
+                f"(threads = {threads}), got {agents!r}"
+            )
+        if not callable(self.shared_bytes):
+            raise ValueError(
+                "BlockObservation.shared_bytes must be a function of the agent count, "
+                f"got {self.shared_bytes!r}"
+            )
+
+    @property
+    def agent_limit(self) -> int:
+        """The most agents an environment may have for it: ``max_agents``, else ``threads``."""
+        return self.threads if self.max_agents is None else self.max_agents
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,7 +334,9 @@ class EnvironmentDefinition:
             slowest agent of its block, and more blocks an SM fill that wait). Longer per-agent
             work may run faster with more (Tag continuous: 96).
         block_observation: The observations written by a CUDA block together
-            (:class:`BlockObservation`); default None: ``observe_agent`` everywhere.
+            (:class:`BlockObservation`), or several for different widths (a tuple: an environment
+            takes the first whose ``max_agents`` it fits, :meth:`block_observation_for`); default
+            None: ``observe_agent`` everywhere.
     """
 
     name: str
@@ -325,15 +363,18 @@ class EnvironmentDefinition:
     finite_state_fields: tuple[str, ...] = ()
     draw: Callable | None = None
     wide_max_registers: int | None = None
-    block_observation: BlockObservation | None = None
+    block_observation: BlockObservation | tuple[BlockObservation, ...] | None = None
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.params_type):
             raise TypeError(f"params_type must be a dataclass, got {self.params_type!r}")
         _check_registers("wide_max_registers", self.wide_max_registers, "the backend's cap")
-        if self.block_observation is not None and not isinstance(self.block_observation, BlockObservation):
+        observations = self.block_observation
+        if not isinstance(observations, tuple):
+            observations = () if observations is None else (observations,)
+        if not all(isinstance(observation, BlockObservation) for observation in observations):
             raise TypeError(
-                f"{self.name}: block_observation must be a BlockObservation or None, "
+                f"{self.name}: block_observation must be a BlockObservation, a tuple of them or None, "
                 f"got {self.block_observation!r}"
             )
         names = [field.name for field in self.state_fields]
@@ -387,6 +428,17 @@ class EnvironmentDefinition:
         if self.step_stages:
             return tuple(self.step_stages)
         return tuple(AgentStage(_phase_of(self.step_agent, phase)) for phase in range(self.num_step_phases))
+
+    def block_observation_for(self, num_agents: int) -> BlockObservation | None:
+        """The block observation of environments of ``num_agents`` agents: the first (of a tuple)
+        whose ``max_agents`` they fit, else None."""
+        observations = self.block_observation
+        if not isinstance(observations, tuple):
+            observations = () if observations is None else (observations,)
+        for observation in observations:
+            if num_agents <= observation.agent_limit:
+                return observation
+        return None
 
     def agent_groups(self, params: Any) -> tuple[AgentGroup, ...]:
         """The groups for ``params``, checked: every agent in exactly one group, names unique."""

@@ -255,7 +255,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             from warpsci.backends.cuda import CudaKernels
 
             with torch.cuda.device(self.device):
-                observation = self.definition.block_observation
+                observation = self.definition.block_observation_for(self.num_agents)
                 by_block = block_observation and observation is not None and observation.applies(self.params)
                 self._kernels = CudaKernels(
                     self.definition, self.num_envs, self.num_agents, threads_per_block, by_block

@@ -16,14 +16,15 @@ synchronisation (cooperative launch) would save the launches, but it caps the gr
 resident on the GPU at once and cannot be captured in a CUDA graph with Numba; replayed from a graph
 a launch costs a microsecond or two.
 
-**Block observation**: an environment that gives one (``EnvironmentDefinition.block_observation``)
-and fits its block gets a block of the observation's width to itself (the threads past its agents
-skip the agent stages), and the reset, step and random-step kernels end with the observation
-written by the whole block together (Tag continuous: a warp per observer, with the environment in
-shared memory) in place of each agent's ``observe_agent``. It stays in the same launch: a
-launch from Python costs about as much CPU time as the whole step's GPU time (H100 host, Tag
-continuous 2,000 x 110: about 0.4-0.5 ms), and as a launch of its own it made a step launched from
-Python about three times as slow (BENCHMARKS.md).
+**Block observation**: an environment that gives one (``EnvironmentDefinition.block_observation``;
+of several, the first whose ``max_agents`` it fits) gets a block of the observation's width to
+itself (the threads past its agents skip the agent stages; with more agents than threads, each
+takes several), launched with the dynamic shared memory the observation asks for, and the reset,
+step and random-step kernels end with the observation written by the whole block together (Tag
+continuous: a warp per observer, with the environment in shared memory) in place of each agent's
+``observe_agent``. It stays in the same launch: a launch from Python costs about as much CPU time
+as the whole step's GPU time (H100 host, Tag continuous 2,000 x 110: about 0.4-0.5 ms), and as a
+launch of its own it made a step launched from Python about three times as slow (BENCHMARKS.md).
 
 Kernels are launched on a given stream (torch's current stream, by default), so they order with
 torch's work and can be captured in a CUDA graph.
@@ -40,7 +41,7 @@ from numba import config, cuda
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
 from warpsci import simulated_warps
 from warpsci.backends.stages import KernelStages, Stage, agent_keys, make_kernel_stages, sequence
-from warpsci.environment import EnvironmentDefinition
+from warpsci.environment import MAX_BLOCK_SHARED_BYTES, BlockObservation, EnvironmentDefinition
 from warpsci.kernel_cache import cached_cuda_jit
 
 #: Default threads per block; see ``benchmarks/`` for the block-size search.
@@ -85,7 +86,7 @@ class CudaKernels:
         block_observation: Observe by the environment's block observation
             (``EnvironmentDefinition.block_observation``) where it can: an environment in one
             block (its block then has the observation's own width, whatever ``threads_per_block``
-            says), with at most that many agents, not under Numba's CUDA simulator (unless
+            says), with at most its ``max_agents``, not under Numba's CUDA simulator (unless
             :func:`warpsci.simulated_warps.enable` was called). Default True; False observes by
             ``observe_agent`` (the two write the same observations). The observation's
             ``applies(params)`` is for the caller to ask (:class:`WarpVectorEnv` does).
@@ -113,23 +114,33 @@ class CudaKernels:
         # asks for several blocks.
         spans = explicit or num_agents > MAX_FUSED_AGENTS
         self.blocks_per_env = (num_agents + threads_per_block - 1) // threads_per_block if spans else 1
-        observation = definition.block_observation
+        observation = definition.block_observation_for(num_agents)
         #: Whether the kernels end with the environment's block observation (see the module doc).
         self.observes_by_block = (
             block_observation
             and observation is not None
             and self.blocks_per_env == 1
-            and num_agents <= observation.threads
             and (not config.ENABLE_CUDASIM or simulated_warps.enabled())
         )
+        #: Dynamic shared memory per block of the fused kernels, in bytes (a block observation's).
+        self.shared_bytes = 0
         if self.blocks_per_env == 1:
             agent_threads = min(num_agents, threads_per_block)
-            if self.observes_by_block:
-                agent_threads = observation.threads
-            registers = observation.max_registers if self.observes_by_block else None
+            registers = None
             if num_agents > agent_threads:
                 registers = definition.wide_max_registers or WIDE_MAX_REGISTERS
-            self._fused = _compile_fused(definition, num_agents > 1, registers, self.observes_by_block)
+            if self.observes_by_block:
+                agent_threads = observation.threads
+                registers = observation.max_registers
+                self.shared_bytes = int(observation.shared_bytes(num_agents))
+                if not 0 <= self.shared_bytes <= MAX_BLOCK_SHARED_BYTES:
+                    raise ValueError(
+                        f"{definition.name}: the block observation asks for {self.shared_bytes} bytes of "
+                        f"shared memory at {num_agents} agents; it may ask for 0 to {MAX_BLOCK_SHARED_BYTES} "
+                        f"(lower its max_agents)"
+                    )
+            by_block = observation if self.observes_by_block else None
+            self._fused = _compile_fused(definition, num_agents > 1, registers, by_block)
             envs_per_block = 1 if self.observes_by_block else max(1, threads_per_block // agent_threads)
             self.block: tuple[int, ...] = (agent_threads, envs_per_block)
             self.grid = (num_envs + envs_per_block - 1) // envs_per_block
@@ -149,7 +160,7 @@ class CudaKernels:
         if self.multi_block:
             self._launch_stages(self._staged.reset, state, params, buffers, run, stream)
         else:
-            self._fused[0][self.grid, self.block, stream](state, params, buffers, run)
+            self._fused[0][self.grid, self.block, stream, self.shared_bytes](state, params, buffers, run)
 
     def step(
         self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int, stream: Any = 0
@@ -159,7 +170,7 @@ class CudaKernels:
         if self.multi_block:
             self._launch_stages(self._staged.step, state, params, buffers, run, stream)
         else:
-            self._fused[1][self.grid, self.block, stream](state, params, buffers, run)
+            self._fused[1][self.grid, self.block, stream, self.shared_bytes](state, params, buffers, run)
 
     @property
     def fuses_policy_step(self) -> bool:
@@ -211,7 +222,9 @@ class CudaKernels:
                 self._launch_stages(self._staged.random_step, state, params, buffers, run, stream)
             self._launch_stages(self._staged.observe, state, params, buffers, run, stream)
         else:
-            self._fused[2][self.grid, self.block, stream](state, params, buffers, run, num_steps)
+            self._fused[2][self.grid, self.block, stream, self.shared_bytes](
+                state, params, buffers, run, num_steps
+            )
 
     def _launch_stages(self, kernels: tuple, state, params, buffers, run, stream) -> None:
         env_blocks = (self.num_envs + 127) // 128
@@ -255,14 +268,15 @@ def _compile_fused(
     definition: EnvironmentDefinition,
     use_barriers: bool,
     max_registers: int | None = None,
-    by_block: bool = False,
+    by_block: BlockObservation | None = None,
 ):
-    """The reset, step and random-step kernels of environments in one block each; ``by_block``:
-    each ends with the block observation, in place of each agent's ``observe_agent``."""
-    stages = make_kernel_stages(definition, observe_agents=not by_block)
+    """The reset, step and random-step kernels of environments in one block each; ``by_block``: a
+    block observation (the definition's) that each ends with, in place of each agent's
+    ``observe_agent``."""
+    stages = make_kernel_stages(definition, observe_agents=by_block is None)
     barrier = _block_barrier if use_barriers else _no_barrier
-    observe_block = definition.block_observation.function if by_block else _no_block_observation
-    before_observing = _block_barrier if by_block else _no_barrier
+    observe_block = _no_block_observation if by_block is None else by_block.function
+    before_observing = _no_barrier if by_block is None else _block_barrier
     reset_sequence = sequence(stages.reset, _device_function, barrier)
     step_sequence = sequence(stages.step, _device_function, barrier)
     random_step_sequence = sequence(stages.random_step, _device_function, barrier)
