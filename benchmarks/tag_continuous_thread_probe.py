@@ -43,6 +43,7 @@ from warpsci.multi_agent_env import vector_env_class
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tag_continuous_session import published  # noqa: E402
+from tag_continuous_warp_probe import slot_major  # noqa: E402
 
 K = 10
 THREADS = 128
@@ -244,7 +245,7 @@ def check(num_envs: int = 4) -> None:
     state, kernel_params = env._state_view, env._params_tuple
     earlier = {}
     for step in range(45):
-        earlier[step] = state.nearest_hint.copy()
+        earlier[step] = slot_major(state.nearest_hint)
         env.random_rollout(1)
     expected = env._buffer_view.obs.copy()
     observing = state.in_game_before.astype(bool)[:, None, :]
@@ -256,7 +257,7 @@ def check(num_envs: int = 4) -> None:
     results = {}
     for name, hints in sources.items():
         obs = np.full(expected.size, np.nan, np.float32)
-        new_hints = np.full(state.nearest_hint.shape, NONE, np.int32)
+        new_hints = np.full(earlier[0].shape, NONE, np.int32)
         extra_passes = np.zeros(1, np.int64)
         observe_by_threads[num_envs, THREADS](
             *_arguments(state, kernel_params, params, hints, obs, new_hints, extra_passes)
@@ -264,7 +265,9 @@ def check(num_envs: int = 4) -> None:
         got = obs.reshape(expected.shape)
         results[name] = {
             "observers_mismatched": int((got != expected).any(axis=2).sum()),
-            "hints_equal": bool(((new_hints[:, :K] == state.nearest_hint[:, :K]) | ~observing).all()),
+            "hints_equal": bool(
+                ((new_hints[:, :K] == slot_major(state.nearest_hint)[:, :K]) | ~observing).all()
+            ),
             "extra_passes": int(extra_passes[0]),
         }
     print(json.dumps(results, indent=1))
@@ -284,9 +287,9 @@ def main(out_dir: str) -> None:
     env, params, earlier_hints, framework_obs = played_game(num_envs, runners)
     state, kernel_params = env._state_view, env._params_tuple
     observing = state.in_game_before.copy_to_host().astype(bool)[:, None, :]
-    framework_hints = state.nearest_hint.copy_to_host()[:, :K]
+    framework_hints = slot_major(state.nearest_hint.copy_to_host())[:, :K]
     probe_obs = cuda.device_array(framework_obs.size, np.float32)
-    new_hints = cuda.to_device(np.full(state.nearest_hint.shape, NONE, np.int32))
+    new_hints = cuda.to_device(np.full(earlier_hints.shape, NONE, np.int32))
     extra_passes = cuda.to_device(np.zeros(1, np.int64))
     arguments = _arguments(state, kernel_params, params, earlier_hints, probe_obs, new_hints, extra_passes)
 
@@ -302,7 +305,7 @@ def main(out_dir: str) -> None:
     threads_s = timed(threads)
 
     warp_obs = cuda.device_array(framework_obs.size, np.float32)
-    warp_hints = cuda.to_device(np.full(state.nearest_hint.shape, NONE, np.int32))
+    warp_hints = cuda.to_device(np.full(earlier_hints.shape, NONE, np.int32))
     warp_probe_arguments = warp_arguments(env, earlier_hints, warp_obs, warp_hints)
 
     def warps() -> None:

@@ -274,10 +274,16 @@ def played_game(num_envs: int, runners: int):
     env.reset(seed=0)
     for _ in range(44):
         env.random_rollout(1)
-    earlier_hints = cuda.to_device(env._state_view.nearest_hint.copy_to_host())
+    earlier_hints = cuda.to_device(slot_major(env._state_view.nearest_hint.copy_to_host()))
     env.random_rollout(1)
     torch.cuda.synchronize()
     return env, params, earlier_hints, env._buffer_view.obs.copy_to_host()
+
+
+def slot_major(hints: np.ndarray) -> np.ndarray:
+    """The framework's hints ``(env, agent, slot)`` laid out as the probes' kernels take them,
+    ``(env, slot, agent)``."""
+    return np.ascontiguousarray(hints.transpose(0, 2, 1))
 
 
 def warp_arguments(env, earlier_hints, obs, new_hints) -> tuple:
@@ -310,7 +316,7 @@ def main(out_dir: str) -> None:
         raise ValueError(f"the probe's kernel takes up to {THREADS} agents and k = {K}")
     state = env._state_view
     probe_obs = cuda.device_array(framework_obs.size, np.float32)  # every row in one array
-    new_hints = cuda.to_device(np.full(state.nearest_hint.shape, NONE, np.int32))
+    new_hints = cuda.to_device(np.full(earlier_hints.shape, NONE, np.int32))
     arguments = warp_arguments(env, earlier_hints, probe_obs, new_hints)
 
     def probe() -> None:
@@ -323,7 +329,10 @@ def main(out_dir: str) -> None:
     mismatched = int((got[..., features] != framework_obs[..., features]).any(axis=2).sum())
     observing = state.in_game_before.copy_to_host().astype(bool)[:, None, :]
     same_hints = bool(
-        ((new_hints.copy_to_host()[:, :K] == state.nearest_hint.copy_to_host()[:, :K]) | ~observing).all()
+        (
+            (new_hints.copy_to_host()[:, :K] == slot_major(state.nearest_hint.copy_to_host())[:, :K])
+            | ~observing
+        ).all()
     )
     probe_s = timed(probe)
     observed_s, rollout_s = framework_step_times(env)

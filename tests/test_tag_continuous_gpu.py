@@ -2,8 +2,9 @@
 observer (:mod:`warpsci.envs.tag_continuous_warps`) writes, bit for bit, the observations and hints
 that the per-agent ``observe_agent`` writes, step after step of random play with tags, runners
 leaving and resets, after ``step`` and after ``random_rollout``, for the published game (scan and
-grid), small and crowded ones, k from 1 to 32 and 128 agents; the kernels do call the block
-observation; full observations keep ``observe_agent``. Numba's CUDA simulator has no warp
+grid), small and crowded ones, k from 1 to 32, 128 agents, and wider games in the neighbour grid
+(300 to 2,048 agents), where the grid's warps settle nearly every observer; the kernels do call the
+block observation; full observations keep ``observe_agent``. Numba's CUDA simulator has no warp
 shuffles, so only a GPU can run this. Run on a GPU host:
 ``python -m pytest -q -m gpu tests/test_tag_continuous_gpu.py``.
 """
@@ -16,7 +17,13 @@ import torch
 from numba import cuda
 
 import warpsci
-from warpsci.envs.tag_continuous import TAG_CONTINUOUS, TagContinuousParams
+from warpsci.envs.tag_continuous import (
+    SEARCH_AGAIN,
+    TAG_CONTINUOUS,
+    TagContinuousParams,
+    observe_agent,
+    observe_in_grid_by_warps,
+)
 from warpsci.multi_agent_env import vector_env_class
 
 pytestmark = [
@@ -45,6 +52,16 @@ GAMES = {
         "tagging_distance": 0.05, "episode_length": 50,
     },
     "128 agents, k = 1": {**PARTIAL, "num_taggers": 8, "num_runners": 120, "num_other_agents_observed": 1},
+    # Wider games: the grid's warps, and observe_agent for the observers they leave.
+    "1,000 agents, neighbour grid": {**PUBLISHED, "num_runners": 990, "neighbour_search": "grid"},
+    "300 agents, grid, tags often, k = 32": {
+        **PARTIAL, "num_taggers": 30, "num_runners": 270, "grid_length": 6.0, "num_other_agents_observed": 32,
+        "neighbour_search": "grid", "tagging_distance": 0.03, "episode_length": 40,
+    },
+    "2,048 agents, grid, k = 1": {
+        **PARTIAL, "num_taggers": 48, "num_runners": 2000, "grid_length": 30.0,
+        "num_other_agents_observed": 1, "neighbour_search": "grid",
+    },
 }  # fmt: skip
 
 
@@ -86,6 +103,60 @@ def test_block_observation_equals_observe_agent(game):
         assert tagged > 0  # runners left the game on the way
 
 
+@cuda.jit(device=True)
+def _marking_searched_again(state, params, obs, env):
+    """``observe_by_block`` for grid games, where the observers the warps leave, once observed by
+    ``observe_agent``, get -1 for the time (their last entry)."""
+    observe_in_grid_by_warps(state, params, obs, env)
+    cuda.syncthreads()
+    agent = cuda.threadIdx.x
+    while agent < obs.shape[1]:
+        if state.nearest_hint[env, agent, 0] == SEARCH_AGAIN:
+            observe_agent(state, params, obs, env, agent)
+            obs[env, agent, obs.shape[2] - 1] = np.float32(-1.0)
+        agent += cuda.blockDim.x
+
+
+def test_the_grid_warps_settle_most_observers():
+    """The grid's warps alone settle nearly every observer once the hints are warm: at each step
+    fewer than 2% of the observers in the game are searched again by ``observe_agent`` (most of them
+    at the reset, whose hints are stale), and what the warps write equals ``observe_agent``."""
+    definition = dataclasses.replace(
+        TAG_CONTINUOUS,
+        block_observation=(
+            TAG_CONTINUOUS.block_observation[0],
+            dataclasses.replace(TAG_CONTINUOUS.block_observation[1], function=_marking_searched_again),
+        ),
+    )
+    fields = GAMES["1,000 agents, neighbour grid"]
+    params = TagContinuousParams(**fields, seed=11)
+    marking = vector_env_class(definition.agent_groups(params))(
+        definition, num_envs=64, device="cuda", seed=3, params=params, copy=False, check_actions=False
+    )
+    by_agent = _env(fields, False)
+    assert marking._kernels.observes_by_block and marking._kernels.block == (128, 1)
+    marking.reset(seed=3)
+    by_agent.reset(seed=3)
+    at_reset = marking.buffers.obs[..., -1] == -1.0
+    assert float(at_reset.float().mean()) > 0.5  # the reset's stale hints send observers to observe_agent
+    assert torch.equal(marking.buffers.obs[~at_reset], by_agent.buffers.obs[~at_reset])
+    generator = torch.Generator(device="cuda").manual_seed(5)
+    high = torch.tensor(marking.definition.agent_groups(params)[0].action_space.nvec, device="cuda")
+    searched_again = []
+    for _ in range(20):
+        actions = (torch.rand(marking.actions_buffer.shape, generator=generator, device="cuda") * high).long()
+        for env in (marking, by_agent):
+            env.actions_buffer.copy_(actions.to(env.actions_buffer.dtype))
+            env.step_in_place()
+        torch.cuda.synchronize()
+        again = marking.buffers.obs[..., -1] == -1.0
+        settled = ~again
+        assert torch.equal(marking.buffers.obs[settled], by_agent.buffers.obs[settled])
+        playing = marking.state_tensors["in_game_before"] == 1
+        searched_again.append(float(again.sum()) / float(playing.sum()))
+    assert max(searched_again) < 0.02, searched_again
+
+
 def test_full_observations_keep_observe_agent():
     env = _env({"num_taggers": 3, "num_runners": 12, "use_full_observation": True}, True)
     assert not env._kernels.observes_by_block
@@ -107,7 +178,10 @@ def test_the_kernels_observe_by_the_block_observation():
     observations still come from observe_agent."""
     definition = dataclasses.replace(
         TAG_CONTINUOUS,
-        block_observation=dataclasses.replace(TAG_CONTINUOUS.block_observation, function=_write_sevens),
+        block_observation=(
+            dataclasses.replace(TAG_CONTINUOUS.block_observation[0], function=_write_sevens),
+            TAG_CONTINUOUS.block_observation[1],
+        ),
     )
     params = TagContinuousParams(**GAMES["published, tags often"], neighbour_search="scan", seed=11)
     env = vector_env_class(definition.agent_groups(params))(

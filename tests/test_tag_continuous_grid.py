@@ -215,7 +215,7 @@ def test_steps_keep_the_grid_and_observe_as_the_brute_force():
             tagged += int((run.state.in_game == 0).sum())
         check_grid(run.state, params)
         playing = run.state.in_game_before == 1
-        hints = run.state.nearest_hint[:, :6].transpose(0, 2, 1)  # the step's own search left its nearest
+        hints = run.state.nearest_hint[:, :, :6]  # the step's own search left its nearest
         np.testing.assert_array_equal(hints[playing], nearest_ids(run.state, 6)[playing])
         scan_obs = np.zeros_like(run.buffers.obs)
         observe_both(run.state, params, np.zeros_like(scan_obs), scan_obs, np.zeros_like(scan_obs))
@@ -308,7 +308,7 @@ def test_any_hints_give_the_brute_force_nearest(hints):
     rebuild_grid(state, params)
     if hints in ("stale", "exact"):
         observe_through(state, params, np.zeros_like(run.buffers.obs), 1)
-        assert (state.nearest_hint[:, :k].transpose(0, 2, 1) != NO_AGENT).any()
+        assert (state.nearest_hint[:, :, :k] != NO_AGENT).any()
     if hints == "stale":
         scatter_positions(run, rng)
         rebuild_grid(state, params)
@@ -317,9 +317,9 @@ def test_any_hints_give_the_brute_force_nearest(hints):
         start[...] = NO_AGENT
     elif hints == "garbage":
         start[...] = rng.integers(0, num_agents + 3, start.shape)
-        start[:, 0, :] = np.arange(num_agents)  # the observer itself (slot-major: slot, agent)
+        start[:, :, 0] = np.arange(num_agents)  # the observer itself (agent, slot)
     elif hints == "repeats":
-        start[...] = rng.integers(0, num_agents, (num_envs, 1, num_agents))
+        start[...] = rng.integers(0, num_agents, (num_envs, num_agents, 1))
     expected = nearest_ids(state, k)
     brute = np.full_like(run.buffers.obs, np.nan)
     observe_through(state, params, brute, 2)
@@ -329,6 +329,4 @@ def test_any_hints_give_the_brute_force_nearest(hints):
         observe_through(state, params, obs, search)
         np.testing.assert_array_equal(obs, brute)
         playing = state.in_game_before == 1
-        np.testing.assert_array_equal(
-            state.nearest_hint[:, :k].transpose(0, 2, 1)[playing], expected[playing]
-        )
+        np.testing.assert_array_equal(state.nearest_hint[:, :, :k][playing], expected[playing])

@@ -72,11 +72,23 @@ from warpsci.environment import (
     agent_function,
 )
 from warpsci.envs.param_checks import check_int
-from warpsci.envs.tag_continuous_order import INVERSE_TWO_PI, NO_AGENT, comes_after, gap_between
-from warpsci.envs.tag_continuous_warps import MAX_AGENTS as MAX_WARP_AGENTS
+from warpsci.envs.tag_continuous_order import (
+    INVERSE_TWO_PI,
+    NO_AGENT,
+    cell_coordinate,
+    cell_span,
+    comes_after,
+    gap_between,
+)
+from warpsci.envs.tag_continuous_warps import MAX_GRID_AGENTS as MAX_WARP_GRID_AGENTS
 from warpsci.envs.tag_continuous_warps import MAX_OBSERVED as MAX_WARP_OBSERVED
+from warpsci.envs.tag_continuous_warps import (
+    SEARCH_AGAIN,
+    grid_shared_bytes,
+    observe_nearest_by_warps,
+    observe_nearest_in_grid_by_warps,
+)
 from warpsci.envs.tag_continuous_warps import THREADS as WARP_THREADS
-from warpsci.envs.tag_continuous_warps import observe_nearest_by_warps
 from warpsci.local_arrays import local_array
 
 TWO_PI = np.float32(2.0 * np.pi)
@@ -88,8 +100,9 @@ START_HEADINGS = (0.0, np.pi / 2, np.pi, 3 * np.pi / 2)
 GRID_AGENTS_PER_CELL = 2.0
 #: The most cells per side of the neighbour grid; its state arrays hold this many squared.
 MAX_GRID_CELLS_PER_SIDE = 32
-#: ``neighbour_search="auto"`` uses the grid from this many agents on.
-GRID_MIN_AGENTS = 256
+#: ``neighbour_search="auto"`` uses the grid from this many agents on: games wider than the block
+#: observation of a warp per observer over every agent (``tag_continuous_warps.MAX_AGENTS``).
+GRID_MIN_AGENTS = 129
 MAX_GRID_CELLS = MAX_GRID_CELLS_PER_SIDE * MAX_GRID_CELLS_PER_SIDE
 #: The most others (k) the grid search keeps: the length of its thread-local working list.
 MAX_NEAREST = 32
@@ -290,8 +303,9 @@ def kernel_params(params: TagContinuousParams) -> dict:
 def uses_grid(params: TagContinuousParams) -> bool:
     """Whether partial observations search the neighbour grid (rebuilt every step): with
     ``neighbour_search="auto"`` from :data:`GRID_MIN_AGENTS` agents on (H100, 2,000 environments,
-    every step observed: at 110 agents the scan was faster, 1.86M against 1.29M env steps/s; at
-    1,000 the grid, 134K against 29K)."""
+    every step observed, graph-replayed, env steps/s: at 200 agents the grid's block observation
+    3.43M against the per-agent scan's 2.18M; at 110 agents a warp per observer scans every agent,
+    without a grid to rebuild)."""
     if params.use_full_observation or params.neighbour_search == "scan":
         return False
     if params.neighbour_search == "grid":
@@ -352,8 +366,12 @@ STATE_FIELDS = (
     StateField("cell_fill", np.int32, shape=(MAX_GRID_CELLS,), per_agent=False),
     # The k nearest others an observer found last time, nearest first (NO_AGENT past them): where
     # its next search starts (``hinted_limit``). A hint only speeds the search: any values give the
-    # same observations. Slot-major, so that a warp of observers reads a slot in one cache line.
-    StateField("nearest_hint", np.int32, shape=(MAX_NEAREST,), agents_last=True),
+    # same observations. Agent-major (an observer's hints side by side): the block observations'
+    # warps read and write one observer's hints in one cache line (H100, every step observed,
+    # graph-replayed: 2,000 x 110 10.41M-10.45M against 10.07M-10.09M slot-major, 2,000 x 1,000
+    # 492K-498K against 479K-485K); the per-agent search, where a warp's threads are observers,
+    # reads a cache line per observer instead.
+    StateField("nearest_hint", np.int32, shape=(MAX_NEAREST,)),
 )
 
 
@@ -414,14 +432,6 @@ def move_agent(state, params, actions, env, agent, key):
     if playing == 0:
         return np.float32(0.0)
     return edge + params.step_reward[agent]
-
-
-@agent_function
-def cell_coordinate(position, inverse_cell, cells):
-    """The grid column (or row) of a coordinate: ``position * cells / L`` rounded down, clamped to
-    ``[0, cells - 1]``. Monotone in ``position``, which the search's exactness rests on."""
-    scaled = position * inverse_cell
-    return np.int64(min(max(scaled, np.float32(0.0)), np.float32(cells - 1)))
 
 
 @agent_function
@@ -722,7 +732,7 @@ def hinted_limit(state, env, agent, slots, x, y):
     far_gap, far_id = np.float32(-1.0), np.int32(-1)
     slot = np.uint32(0)
     while slot < slots:
-        other = np.uint32(hints[slot, observer])
+        other = np.uint32(hints[observer, slot])
         if other >= count or other == observer or playing[other] != 1:
             return np.float32(np.inf), NO_AGENT
         gap = gap_between(x, y, xs[other], ys[other])
@@ -746,7 +756,7 @@ def remember_nearest(state, env, agent, ids, found, slots):
     :data:`NO_AGENT`."""
     hints = state.nearest_hint[env]
     for slot in range(slots):
-        hints[slot, agent] = ids[slot] if slot < found else NO_AGENT
+        hints[agent, slot] = ids[slot] if slot < found else NO_AGENT
 
 
 @agent_function
@@ -877,13 +887,7 @@ def square_with_enough(state, params, env, x, y, slots):
 def cells_within(params, x, y, reach):
     """The cells ``(x0, x1, y0, y1)`` that hold every point within ``reach`` of ``(x, y)``, the
     reach widened past float32 rounding."""
-    cells = params.grid_cells
-    inverse = params.grid_inverse_cell
-    scale = abs(x) + abs(y) + params.grid_length
-    pad = reach * np.float32(1.001) + scale * np.float32(1e-6)
-    x0, x1 = cell_coordinate(x - pad, inverse, cells), cell_coordinate(x + pad, inverse, cells)
-    y0, y1 = cell_coordinate(y - pad, inverse, cells), cell_coordinate(y + pad, inverse, cells)
-    return x0, x1, y0, y1
+    return cell_span(x, y, reach, params.grid_inverse_cell, params.grid_cells, params.grid_length)
 
 
 @agent_function
@@ -949,29 +953,83 @@ def observe_nearest_by_scan(state, params, obs, env, agent, slots):
 
 
 def observes_by_warps(params: TagContinuousParams) -> bool:
-    """Whether the block observation takes these params (partial observations of at most
-    :data:`MAX_WARP_OBSERVED` others): full observations stay with ``observe_agent``, several
-    environments to a block."""
+    """Whether the block observation of games of up to :data:`tag_continuous_warps.MAX_AGENTS`
+    agents takes these params: partial observations of at most :data:`MAX_WARP_OBSERVED` others.
+    Full observations stay with ``observe_agent``, several environments to a block."""
     return not params.use_full_observation and params.num_other_agents_observed <= MAX_WARP_OBSERVED
+
+
+def observes_in_grid_by_warps(params: TagContinuousParams) -> bool:
+    """Whether the block observation of wider games takes these params: those of
+    :func:`observes_by_warps` searched in the neighbour grid."""
+    return observes_by_warps(params) and uses_grid(params)
+
+
+def grid_block_shared_bytes(num_agents: int) -> int:
+    """The wide block observation's dynamic shared memory, in bytes: the grid's copy (at most
+    :data:`MAX_GRID_CELLS` cells)."""
+    return grid_shared_bytes(num_agents, MAX_GRID_CELLS)
+
+
+@cuda.jit(device=True)
+def observe_each_agent(state, params, obs, env):
+    """``observe_agent`` for every agent of the environment, an agent a thread of the block."""
+    agent = np.uint32(cuda.threadIdx.x)
+    while agent < state.x.shape[1]:
+        observe_agent(state, params, obs, env, agent)
+        agent = np.uint32(agent + cuda.blockDim.x)
 
 
 @cuda.jit(device=True)
 def observe_by_block(state, params, obs, env):
-    """The block observation (CUDA, :data:`tag_continuous_warps.THREADS` threads an environment):
-    partial observations by a warp per observer (:mod:`warpsci.envs.tag_continuous_warps`), full
-    ones by ``observe_agent``, an agent a thread. The same observations as ``observe_agent``."""
-    count = state.x.shape[1]
+    """The block observation of games of up to :data:`tag_continuous_warps.MAX_AGENTS` agents (CUDA,
+    :data:`tag_continuous_warps.THREADS` threads an environment): partial observations by a warp
+    per observer (:func:`observe_nearest_by_warps`), full ones by ``observe_agent``, an agent a
+    thread. The same observations as ``observe_agent``."""
     slots = params.num_other_agents_observed
-    if not params.use_full_observation and count <= MAX_WARP_AGENTS and slots <= MAX_WARP_OBSERVED:
-        observe_nearest_by_warps(
-            state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env],
-            state.in_game_before[env], params.is_tagger, state.nearest_hint[env], obs[env], slots,
-            observed_time(state, params, env), params.inverse_diagonal, params.inverse_speed_scale,
-        )  # fmt: skip
+    if params.use_full_observation or slots > MAX_WARP_OBSERVED:
+        observe_each_agent(state, params, obs, env)
         return
+    observe_nearest_by_warps(
+        state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env],
+        state.in_game_before[env], params.is_tagger, state.nearest_hint[env], obs[env], slots,
+        observed_time(state, params, env), params.inverse_diagonal, params.inverse_speed_scale,
+    )  # fmt: skip
+
+
+@cuda.jit(device=True)
+def observe_in_grid_by_warps(state, params, obs, env):
+    """The grid's warps (:func:`observe_nearest_in_grid_by_warps`) over the environment's state:
+    the observers they settle, and :data:`SEARCH_AGAIN` in the first hint of the others."""
+    observe_nearest_in_grid_by_warps(
+        state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env],
+        state.in_game_before[env], params.is_tagger, state.nearest_hint[env], obs[env],
+        params.num_other_agents_observed, observed_time(state, params, env), params.inverse_diagonal,
+        params.inverse_speed_scale, state.cell_agents[env], state.cell_start[env], params.grid_cells,
+        params.grid_inverse_cell, params.grid_length,
+    )  # fmt: skip
+
+
+@cuda.jit(device=True)
+def observe_wide_by_block(state, params, obs, env):
+    """The block observation of wider games (up to :data:`MAX_WARP_GRID_AGENTS` agents, threads
+    taking several agents in the step): partial observations searched in the neighbour grid by
+    a warp per observer (:func:`observe_in_grid_by_warps`), then the observers the warps leave by
+    ``observe_agent``, an agent a thread; others by ``observe_agent``. The same observations as
+    ``observe_agent``."""
+    if (
+        params.use_full_observation
+        or params.num_other_agents_observed > MAX_WARP_OBSERVED
+        or not params.use_grid
+    ):
+        observe_each_agent(state, params, obs, env)
+        return
+    observe_in_grid_by_warps(state, params, obs, env)
+    cuda.syncthreads()
     agent = np.uint32(cuda.threadIdx.x)
-    while agent < count:
-        observe_agent(state, params, obs, env, agent)
+    while agent < state.x.shape[1]:
+        if state.nearest_hint[env, agent, 0] == SEARCH_AGAIN:
+            observe_agent(state, params, obs, env, agent)
         agent = np.uint32(agent + cuda.blockDim.x)
 
 
@@ -1025,9 +1083,17 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     # On CUDA, partial observations of games of up to 128 agents are written by a warp per
     # observer, in kernels capped at 56 registers (H100, 2,000 x 110, every step observed, replayed
     # from a CUDA graph, env steps/s: 10.15M, uncapped 9.11M-9.16M, 64 registers 10.05M, 48 9.78M;
-    # observe_agent 4.36M).
-    block_observation=BlockObservation(
-        observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=56
+    # observe_agent 4.36M); those of wider games searched in the grid by a warp per observer too.
+    block_observation=(
+        BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=56),
+        BlockObservation(
+            observe_wide_by_block,
+            threads=WARP_THREADS,
+            applies=observes_in_grid_by_warps,
+            max_registers=64,
+            max_agents=MAX_WARP_GRID_AGENTS,
+            shared_bytes=grid_block_shared_bytes,
+        ),
     ),
     reference=(
         "salesforce/warp-drive @ bac017ebb481714bee8f6b0ec75a67d3a2e034d3: "

@@ -1,7 +1,9 @@
 """Tag continuous's order of agents by distance, which every search for the k nearest keeps (spec
-sections 4 and 7.2): float32 Euclidean distances, ties to the lower id. Shared by the per-agent
-observation (:mod:`warpsci.envs.tag_continuous`) and the block observation
-(:mod:`warpsci.envs.tag_continuous_warps`), so that both compute the same bits."""
+sections 4 and 7.2): float32 Euclidean distances, ties to the lower id; and the neighbour grid's
+cells of a point and of a disc. Shared by the per-agent observation
+(:mod:`warpsci.envs.tag_continuous`) and the block observation
+(:mod:`warpsci.envs.tag_continuous_warps`), so that both compute the same bits and walk the same
+cells."""
 
 from __future__ import annotations
 
@@ -37,3 +39,23 @@ def comes_after(gap, other, than_gap, than_other):
     """Whether ``other`` at distance ``gap`` comes after ``than_other`` at ``than_gap`` in
     (distance, id) order: farther, or as far with the higher id."""
     return gap > than_gap or (gap == than_gap and other > than_other)
+
+
+@agent_function
+def cell_coordinate(position, inverse_cell, cells):
+    """The grid column (or row) of a coordinate: ``position * cells / L`` rounded down, clamped to
+    ``[0, cells - 1]``. Monotone in ``position``, which the search's exactness rests on."""
+    scaled = position * inverse_cell
+    return np.int64(min(max(scaled, np.float32(0.0)), np.float32(cells - 1)))
+
+
+@agent_function
+def cell_span(x, y, reach, inverse_cell, cells, grid_length):
+    """The cells ``(x0, x1, y0, y1)`` that hold every point within ``reach`` of ``(x, y)``, the
+    reach widened past float32 rounding (``cells`` a side of ``grid_length``, ``inverse_cell`` =
+    ``cells / grid_length``)."""
+    scale = abs(x) + abs(y) + grid_length
+    pad = reach * np.float32(1.001) + scale * np.float32(1e-6)
+    x0, x1 = cell_coordinate(x - pad, inverse_cell, cells), cell_coordinate(x + pad, inverse_cell, cells)
+    y0, y1 = cell_coordinate(y - pad, inverse_cell, cells), cell_coordinate(y + pad, inverse_cell, cells)
+    return x0, x1, y0, y1

@@ -1,5 +1,8 @@
 """Tag continuous's partial observations on CUDA by a warp per observer: the block observation
-(:class:`warpsci.environment.BlockObservation`) of environments of up to :data:`MAX_AGENTS` agents.
+(:class:`warpsci.environment.BlockObservation`) of environments of up to :data:`MAX_AGENTS` agents
+(:func:`observe_nearest_by_warps`, described here), and of wider ones in the neighbour grid, up to
+:data:`MAX_GRID_AGENTS` (:func:`observe_nearest_in_grid_by_warps`, the same steps over the
+candidates of the grid's cells).
 
 The per-agent observation (``tag_continuous.observe_agent``) gives each thread an observer: a warp's
 32 threads search 32 observers' candidates in step, each with its own k-nearest list in
@@ -37,7 +40,14 @@ import math
 import numpy as np
 from numba import cuda, float32, int32
 
-from warpsci.envs.tag_continuous_order import INVERSE_TWO_PI, NO_AGENT, comes_after, gap_between, squared_gap
+from warpsci.envs.tag_continuous_order import (
+    INVERSE_TWO_PI,
+    NO_AGENT,
+    cell_span,
+    comes_after,
+    gap_between,
+    squared_gap,
+)
 
 #: Threads of the block observation's block: four warps.
 THREADS = 128
@@ -45,6 +55,15 @@ THREADS = 128
 MAX_AGENTS = THREADS
 #: The most others (k) it observes: one hint a lane.
 MAX_OBSERVED = 32
+#: The most agents the grid's block observation (:func:`observe_nearest_in_grid_by_warps`) takes:
+#: its shared memory (:func:`grid_shared_bytes`) then fits the 48 KB a block gets.
+MAX_GRID_AGENTS = 2048
+#: The most candidates within the hints' limit that the grid's warps select from (four a lane);
+#: with more the observer is searched again.
+GRID_KEPT = 128
+#: A first hint that sends an observer to the per-agent search after the grid's warps: an id past
+#: every agent (so no search takes it for one), before :data:`NO_AGENT`.
+SEARCH_AGAIN = np.int32(2**31 - 2)
 _WARPS = THREADS // 32
 _FULL = 0xFFFFFFFF
 _FAR = float32(np.inf)
@@ -97,6 +116,136 @@ def _warp_nearest(gap, other):
     return gap, other
 
 
+@cuda.jit(device=True, inline=True)
+def _blank_row(row, width, lane):
+    """Zeros in the ``width`` entries of an observer out of the game."""
+    entry = lane
+    while entry < width:
+        row[entry] = float32(0.0)
+        entry = _U(entry + _U(32))
+
+
+@cuda.jit(device=True, inline=True)
+def _hinted_limit(lane, k, hints, observer, count, xs, ys, flags, ox, oy):
+    """The hints' limit, on every lane: the distance of the farthest hinted agent in the game (not
+    the observer at ``(ox, oy)``), -1 when none is. Every agent up to it is kept; once k are, the
+    k nearest are among them."""
+    hint_gap = float32(-1.0)
+    if lane < k:
+        hinted = _U(hints[observer, lane])
+        if hinted < count and hinted != observer and flags[hinted] == 1:
+            hint_gap = gap_between(ox, oy, xs[hinted], ys[hinted])
+    return _warp_max(hint_gap)
+
+
+@cuda.jit(device=True, inline=True)
+def _square_bounds(limit_gap):
+    """``(nearer, beyond)``: squares below ``nearer`` have a root within the limit, squares above
+    ``beyond`` one past it; between them the root decides (rounding could)."""
+    bounded = max(limit_gap, float32(1e-18))
+    beyond = bounded * bounded * float32(1.0 + 2.0**-20)
+    nearer = limit_gap * limit_gap * float32(1.0 - 2.0**-20)
+    return nearer, beyond
+
+
+@cuda.jit(device=True, inline=True)
+def _within(square, candidate, nearer, beyond, limit_gap):
+    """Whether a candidate at this squared distance lies within the limit (``&`` and ``|`` rather
+    than branches)."""
+    before = candidate & (square < nearer)
+    if candidate & (square >= nearer) & (square <= beyond):
+        before = float32(math.sqrt(square)) <= limit_gap
+    return before
+
+
+@cuda.jit(device=True, inline=True)
+def _keep(before, square, other, kept, below, my_gaps, my_ids):
+    """The warp's candidates within the limit (``before``) appended to its scratch row (as many as
+    it holds); returns how many it has seen in all."""
+    mask = _U(cuda.ballot_sync(_FULL, before))
+    place = _U(kept + _U(cuda.popc(_U(mask & below))))
+    if before and place < _U(my_gaps.shape[0]):
+        my_gaps[place] = square
+        my_ids[place] = other
+    return _U(kept + _U(cuda.popc(mask)))
+
+
+@cuda.jit(device=True, inline=True)
+def _write_ranked(
+    lane, kept, k, my_gaps, my_ids, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
+):
+    """The k nearest of the ``kept`` (k to 32) in the scratch row: each lane ranks one against the
+    others in (distance, id) order, and a lane of rank below k writes that slot and its hint."""
+    if lane < kept:
+        my_gaps[lane] = float32(math.sqrt(my_gaps[lane]))
+    cuda.syncwarp(_FULL)
+    if lane < kept:
+        gap, other = my_gaps[lane], my_ids[lane]
+        rank = _U(0)
+        index = _U(0)
+        while index < kept:
+            than_gap, than_other = my_gaps[index], my_ids[index]
+            later = (gap > than_gap) | ((gap == than_gap) & (other > than_other))
+            rank = _U(rank + _U(later))
+            index = _U(index + _U(1))
+        if rank < k:
+            _write_slot(row, k, me, _U(other), rank, seen, inverse_diagonal, inverse_speed_scale)
+            hints[observer, rank] = other
+
+
+@cuda.jit(device=True, inline=True)
+def _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3):
+    """k rounds of a warp-wide minimum over each lane's four candidates ``(gap, id)`` (none:
+    ``(inf, NO_AGENT)``), held in registers: lane ``slot`` gets the ``slot``-th nearest (or
+    :data:`NO_AGENT`), for ``slot < k``."""
+    mine = int32(NO_AGENT)
+    slot = _U(0)
+    while slot < k:
+        gap, other = g0, i0
+        if comes_after(gap, other, g1, i1):
+            gap, other = g1, i1
+        if comes_after(gap, other, g2, i2):
+            gap, other = g2, i2
+        if comes_after(gap, other, g3, i3):
+            gap, other = g3, i3
+        gap, other = _warp_nearest(gap, other)
+        if lane == slot:
+            mine = other
+        if other == i0:
+            g0, i0 = _FAR, int32(NO_AGENT)
+        if other == i1:
+            g1, i1 = _FAR, int32(NO_AGENT)
+        if other == i2:
+            g2, i2 = _FAR, int32(NO_AGENT)
+        if other == i3:
+            g3, i3 = _FAR, int32(NO_AGENT)
+        slot = _U(slot + _U(1))
+    return mine
+
+
+@cuda.jit(device=True, inline=True)
+def _write_selected(lane, k, mine, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale):
+    """Lane ``slot < k`` writes its slot of :func:`_select_nearest`'s choice (zeros for none) and
+    its hint."""
+    if lane < k:
+        if mine != NO_AGENT:
+            _write_slot(row, k, me, _U(mine), lane, seen, inverse_diagonal, inverse_speed_scale)
+        else:
+            for feature in range(7):
+                row[_U(_U(feature) * k + lane)] = float32(0.0)
+        hints[observer, lane] = mine
+
+
+@cuda.jit(device=True, inline=True)
+def _kept_candidate(lane, j, kept, my_gaps, my_ids):
+    """The lane's ``j``-th of the ``kept`` in the scratch row (squared distances) as ``(distance,
+    id)``, or ``(inf, NO_AGENT)``."""
+    place = _U(lane + _U(32) * _U(j))
+    if place < kept:
+        return float32(math.sqrt(my_gaps[place])), my_ids[place]
+    return _FAR, int32(NO_AGENT)
+
+
 @cuda.jit(device=True)
 def observe_nearest_by_warps(
     x, y, v, accel, theta, playing, is_tagger, hints, obs, slots, time, inverse_diagonal, inverse_speed_scale
@@ -106,7 +255,7 @@ def observe_nearest_by_warps(
     sees zeros. Called by every thread of a block of :data:`THREADS`.
 
     ``x`` ... ``theta``, ``playing`` (``in_game_before``): the environment's rows of the state;
-    ``is_tagger``: per agent; ``hints``: the environment's ``nearest_hint`` (slot-major, updated
+    ``is_tagger``: per agent; ``hints``: the environment's ``nearest_hint`` (agent-major, updated
     to the nearest found); ``obs``: the environment's observations (agent, entry). At most
     :data:`MAX_AGENTS` agents and :data:`MAX_OBSERVED` slots.
     """
@@ -143,95 +292,184 @@ def observe_nearest_by_warps(
     while observer < count:
         row = obs[observer]
         if sflag[observer] != 1:
-            entry = lane
-            while entry < width:
-                row[entry] = float32(0.0)
-                entry = _U(entry + _U(32))
+            _blank_row(row, width, lane)
             observer = _U(observer + _U(_WARPS))
             continue
         ox, oy = sx[observer], sy[observer]
         me = (ox, oy, sv[observer], sa[observer], sth[observer])
-        # The hints' limit: the distance of the farthest hinted agent in the game (not the
-        # observer). Every agent up to it is kept; once k are, the k nearest are among them.
-        hint_gap = float32(-1.0)
-        if lane < k:
-            hinted = _U(hints[lane, observer])
-            if hinted < count and hinted != observer and sflag[hinted] == 1:
-                hint_gap = gap_between(ox, oy, sx[hinted], sy[hinted])
-        limit_gap = _warp_max(hint_gap)
+        limit_gap = _hinted_limit(lane, k, hints, observer, count, sx, sy, sflag, ox, oy)
         kept = _U(0)
         if limit_gap >= float32(0.0):
-            # Squared distances decide, the root only in a band around the limit's square (where
-            # rounding could decide otherwise); & and | rather than branches.
-            bounded = max(limit_gap, float32(1e-18))
-            beyond = bounded * bounded * float32(1.0 + 2.0**-20)
-            nearer = limit_gap * limit_gap * float32(1.0 - 2.0**-20)
+            nearer, beyond = _square_bounds(limit_gap)
             for j in range(MAX_AGENTS // 32):
                 other = _U(lane + _U(32 * j))
                 square = squared_gap(ox, oy, sx[other], sy[other])
-                playing = (sflag[other] == 1) & (other != observer)
-                before = playing & (square < nearer)
-                if playing & (square >= nearer) & (square <= beyond):
-                    before = float32(math.sqrt(square)) <= limit_gap
-                mask = _U(cuda.ballot_sync(_FULL, before))
-                place = _U(kept + _U(cuda.popc(_U(mask & below))))
-                if before and place < _U(32):
-                    my_gaps[place] = square
-                    my_ids[place] = other
-                kept = _U(kept + _U(cuda.popc(mask)))
+                candidate = (sflag[other] == 1) & (other != observer)
+                before = _within(square, candidate, nearer, beyond, limit_gap)
+                kept = _keep(before, square, other, kept, below, my_gaps, my_ids)
         cuda.syncwarp(_FULL)
         if kept >= k and kept <= _U(32):
-            if lane < kept:
-                my_gaps[lane] = float32(math.sqrt(my_gaps[lane]))
-            cuda.syncwarp(_FULL)
-            if lane < kept:
-                gap, other = my_gaps[lane], my_ids[lane]
-                rank = _U(0)
-                index = _U(0)
-                while index < kept:
-                    than_gap, than_other = my_gaps[index], my_ids[index]
-                    later = (gap > than_gap) | ((gap == than_gap) & (other > than_other))
-                    rank = _U(rank + _U(later))
-                    index = _U(index + _U(1))
-                if rank < k:
-                    _write_slot(row, k, me, _U(other), rank, seen, inverse_diagonal, inverse_speed_scale)
-                    hints[rank, observer] = other
+            _write_ranked(
+                lane,
+                kept,
+                k,
+                my_gaps,
+                my_ids,
+                row,
+                me,
+                seen,
+                hints,
+                observer,
+                inverse_diagonal,
+                inverse_speed_scale,
+            )
         else:
-            # k rounds of a warp-wide minimum over each lane's four candidates.
+            # Every agent a candidate: four a lane.
             g0, i0 = _candidate(lane, 0, observer, count, sx, sy, sflag, ox, oy)
             g1, i1 = _candidate(lane, 1, observer, count, sx, sy, sflag, ox, oy)
             g2, i2 = _candidate(lane, 2, observer, count, sx, sy, sflag, ox, oy)
             g3, i3 = _candidate(lane, 3, observer, count, sx, sy, sflag, ox, oy)
-            mine = int32(NO_AGENT)
-            slot = _U(0)
-            while slot < k:
-                gap, other = g0, i0
-                if comes_after(gap, other, g1, i1):
-                    gap, other = g1, i1
-                if comes_after(gap, other, g2, i2):
-                    gap, other = g2, i2
-                if comes_after(gap, other, g3, i3):
-                    gap, other = g3, i3
-                gap, other = _warp_nearest(gap, other)
-                if lane == slot:
-                    mine = other
-                if other == i0:
-                    g0, i0 = _FAR, int32(NO_AGENT)
-                if other == i1:
-                    g1, i1 = _FAR, int32(NO_AGENT)
-                if other == i2:
-                    g2, i2 = _FAR, int32(NO_AGENT)
-                if other == i3:
-                    g3, i3 = _FAR, int32(NO_AGENT)
-                slot = _U(slot + _U(1))
-            if lane < k:
-                if mine != NO_AGENT:
-                    _write_slot(row, k, me, _U(mine), lane, seen, inverse_diagonal, inverse_speed_scale)
-                else:
-                    for feature in range(7):
-                        row[_U(_U(feature) * k + lane)] = float32(0.0)
-                hints[lane, observer] = mine
+            mine = _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
+            _write_selected(
+                lane, k, mine, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
+            )
         if lane == _U(0):
+            row[_U(7 * k)] = time
+        cuda.syncwarp(_FULL)
+        observer = _U(observer + _U(_WARPS))
+
+
+def grid_shared_bytes(num_agents: int, num_cells: int) -> int:
+    """Dynamic shared memory of :func:`observe_nearest_in_grid_by_warps`, in bytes: each agent's
+    x, y and id in the grid's order, and the ``num_cells + 1`` starts of the cells' runs."""
+    return 4 * (3 * num_agents + num_cells + 1)
+
+
+@cuda.jit(device=True)
+def observe_nearest_in_grid_by_warps(
+    x, y, v, accel, theta, playing, is_tagger, hints, obs, slots, time, inverse_diagonal, inverse_speed_scale,
+    cell_agents, cell_start, cells, inverse_cell, grid_length,
+):  # fmt: skip
+    """:func:`observe_nearest_by_warps` for environments of more than :data:`MAX_AGENTS` agents,
+    the candidates from the neighbour grid: the observations of the observers whose hints settle
+    them, and :data:`SEARCH_AGAIN` in the first hint of the others, which the caller then observes
+    an agent a thread (``observe_agent``: its search ignores such a hint).
+
+    The block copies the grid (``cell_agents``, the environment's agents in the game by cell;
+    ``cell_start``, where each of the ``cells`` x ``cells`` cells' runs starts) into dynamic shared
+    memory (:func:`grid_shared_bytes`), with each filed agent's position. A warp takes one
+    observer at a time: the cells within the hints' limit (``cell_span``) are a run of the grid's
+    order per row of cells; the warp's lanes take the candidates of the rows' runs one after
+    another, 32 at a time, and keep those within the limit as :func:`observe_nearest_by_warps`
+    does. When there are k to 32 of them, their ranks give the k nearest; up to :data:`GRID_KEPT`,
+    k rounds of a warp-wide minimum. Otherwise (no hint in the game, fewer than k or more than
+    :data:`GRID_KEPT` within the limit) the observer is searched again.
+    Features come from the state's rows (``x`` ... ``theta``, ``playing``, ``is_tagger``).
+    """
+    tid = _U(cuda.threadIdx.x)
+    lane = _U(tid & _U(31))
+    warp = _U(tid >> _U(5))
+    threads = _U(cuda.blockDim.x)
+    count = _U(x.shape[0])
+    area = _U(cells * cells)
+    filed = _U(cell_start[area])
+    # Dynamic shared memory: floats [0, count) the filed agents' x in the grid's order, [count,
+    # 2 count) their y; ints [2 count, 3 count) their ids, then the cells' starts.
+    floats = cuda.shared.array(0, float32)
+    ints = cuda.shared.array(0, int32)
+    at_y = count
+    at_id = _U(2 * count)
+    at_start = _U(3 * count)
+    place = tid
+    while place < filed:
+        agent = _U(cell_agents[place])
+        floats[place] = x[agent]
+        floats[_U(at_y + place)] = y[agent]
+        ints[_U(at_id + place)] = agent
+        place = _U(place + threads)
+    place = tid
+    while place <= area:
+        ints[_U(at_start + place)] = cell_start[place]
+        place = _U(place + threads)
+    scratch_gap = cuda.shared.array((_WARPS, GRID_KEPT), float32)
+    scratch_id = cuda.shared.array((_WARPS, GRID_KEPT), int32)
+    cuda.syncthreads()
+    seen = (x, y, v, accel, theta, playing, is_tagger)
+    below = _U(_U(_U(1) << lane) - _U(1))
+    my_gaps, my_ids = scratch_gap[warp], scratch_id[warp]
+    k = _U(slots)
+    width = _U(7 * k + 1)
+    row_cells = _U(cells)
+    observer = warp
+    while observer < count:
+        row = obs[observer]
+        if playing[observer] != 1:
+            _blank_row(row, width, lane)
+            observer = _U(observer + _U(_WARPS))
+            continue
+        ox, oy = x[observer], y[observer]
+        me = (ox, oy, v[observer], accel[observer], theta[observer])
+        limit_gap = _hinted_limit(lane, k, hints, observer, count, x, y, playing, ox, oy)
+        kept = _U(0)
+        if limit_gap >= float32(0.0):
+            nearer, beyond = _square_bounds(limit_gap)
+            x0, x1, y0, y1 = cell_span(ox, oy, limit_gap, inverse_cell, cells, grid_length)
+            left, right, bottom, top = _U(x0), _U(_U(x1) + _U(1)), _U(y0), _U(_U(y1) + _U(1))
+            total = _U(0)
+            cell_row = bottom
+            while cell_row < top:
+                base = _U(at_start + cell_row * row_cells)
+                total = _U(total + _U(ints[_U(base + right)] - ints[_U(base + left)]))
+                cell_row = _U(cell_row + _U(1))
+            first = _U(0)
+            while first < total and kept <= _U(GRID_KEPT):
+                # The lane's candidate: number ``first + lane`` of the rows' runs laid end to end.
+                wanted = _U(first + lane)
+                index = _U(0)
+                offset = _U(0)
+                cell_row = bottom
+                while cell_row < top:
+                    base = _U(at_start + cell_row * row_cells)
+                    begin = _U(ints[_U(base + left)])
+                    run = _U(_U(ints[_U(base + right)]) - begin)
+                    if (wanted >= offset) & (wanted < _U(offset + run)):
+                        index = _U(begin + _U(wanted - offset))
+                    offset = _U(offset + run)
+                    cell_row = _U(cell_row + _U(1))
+                other = _U(ints[_U(at_id + index)])
+                square = squared_gap(ox, oy, floats[index], floats[_U(at_y + index)])
+                candidate = (wanted < total) & (other != observer)
+                before = _within(square, candidate, nearer, beyond, limit_gap)
+                kept = _keep(before, square, int32(other), kept, below, my_gaps, my_ids)
+                first = _U(first + _U(32))
+        cuda.syncwarp(_FULL)
+        if kept >= k and kept <= _U(32):
+            _write_ranked(
+                lane,
+                kept,
+                k,
+                my_gaps,
+                my_ids,
+                row,
+                me,
+                seen,
+                hints,
+                observer,
+                inverse_diagonal,
+                inverse_speed_scale,
+            )
+        elif kept >= k and kept <= _U(GRID_KEPT):
+            g0, i0 = _kept_candidate(lane, 0, kept, my_gaps, my_ids)
+            g1, i1 = _kept_candidate(lane, 1, kept, my_gaps, my_ids)
+            g2, i2 = _kept_candidate(lane, 2, kept, my_gaps, my_ids)
+            g3, i3 = _kept_candidate(lane, 3, kept, my_gaps, my_ids)
+            mine = _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
+            _write_selected(
+                lane, k, mine, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
+            )
+        elif lane == _U(0):
+            hints[observer, 0] = SEARCH_AGAIN
+        if lane == _U(0) and kept >= k and kept <= _U(GRID_KEPT):
             row[_U(7 * k)] = time
         cuda.syncwarp(_FULL)
         observer = _U(observer + _U(_WARPS))
