@@ -37,8 +37,9 @@ def gap_between(x0, y0, x1, y1):
 @agent_function
 def comes_after(gap, other, than_gap, than_other):
     """Whether ``other`` at distance ``gap`` comes after ``than_other`` at ``than_gap`` in
-    (distance, id) order: farther, or as far with the higher id."""
-    return gap > than_gap or (gap == than_gap and other > than_other)
+    (distance, id) order: farther, or as far with the higher id (``&`` and ``|``: no branches on
+    a GPU)."""
+    return (gap > than_gap) | ((gap == than_gap) & (other > than_other))
 
 
 @agent_function

@@ -105,14 +105,22 @@ def _warp_max(gap):
 
 
 @cuda.jit(device=True, inline=True)
+def _in_order(g0, i0, g1, i1):
+    """Two ``(gap, id)`` pairs, the nearer first."""
+    swap = comes_after(g0, i0, g1, i1)
+    return (g1 if swap else g0), (i1 if swap else i0), (g0 if swap else g1), (i0 if swap else i1)
+
+
+@cuda.jit(device=True, inline=True)
 def _warp_nearest(gap, other):
     """The nearest of the warp's ``(gap, other)`` in (distance, id) order, on every lane: a
     butterfly of shuffles."""
     for offset in (16, 8, 4, 2, 1):
         their_gap = cuda.shfl_xor_sync(_FULL, gap, offset)
         their_id = cuda.shfl_xor_sync(_FULL, other, offset)
-        if comes_after(gap, other, their_gap, their_id):
-            gap, other = their_gap, their_id
+        take = comes_after(gap, other, their_gap, their_id)
+        gap = their_gap if take else gap
+        other = their_id if take else other
     return gap, other
 
 
@@ -185,8 +193,7 @@ def _write_ranked(
         index = _U(0)
         while index < kept:
             than_gap, than_other = my_gaps[index], my_ids[index]
-            later = (gap > than_gap) | ((gap == than_gap) & (other > than_other))
-            rank = _U(rank + _U(later))
+            rank = _U(rank + _U(comes_after(gap, other, than_gap, than_other)))
             index = _U(index + _U(1))
         if rank < k:
             _write_slot(row, k, me, _U(other), rank, seen, inverse_diagonal, inverse_speed_scale)
@@ -195,30 +202,27 @@ def _write_ranked(
 
 @cuda.jit(device=True, inline=True)
 def _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3):
-    """k rounds of a warp-wide minimum over each lane's four candidates ``(gap, id)`` (none:
-    ``(inf, NO_AGENT)``), held in registers: lane ``slot`` gets the ``slot``-th nearest (or
+    """The k nearest of each lane's four candidates ``(gap, id)`` (none: ``(inf, NO_AGENT)``, ids
+    otherwise distinct), held in registers: each lane puts its four in order (a sorting network),
+    then each of k rounds takes the warp-wide nearest of the lanes' first (a butterfly), and the
+    lane that held it moves its next one up. Lane ``slot`` gets the ``slot``-th nearest (or
     :data:`NO_AGENT`), for ``slot < k``."""
+    g0, i0, g1, i1 = _in_order(g0, i0, g1, i1)
+    g2, i2, g3, i3 = _in_order(g2, i2, g3, i3)
+    g0, i0, g2, i2 = _in_order(g0, i0, g2, i2)
+    g1, i1, g3, i3 = _in_order(g1, i1, g3, i3)
+    g1, i1, g2, i2 = _in_order(g1, i1, g2, i2)
     mine = int32(NO_AGENT)
     slot = _U(0)
     while slot < k:
-        gap, other = g0, i0
-        if comes_after(gap, other, g1, i1):
-            gap, other = g1, i1
-        if comes_after(gap, other, g2, i2):
-            gap, other = g2, i2
-        if comes_after(gap, other, g3, i3):
-            gap, other = g3, i3
-        gap, other = _warp_nearest(gap, other)
+        gap, other = _warp_nearest(g0, i0)
         if lane == slot:
             mine = other
-        if other == i0:
-            g0, i0 = _FAR, int32(NO_AGENT)
-        if other == i1:
-            g1, i1 = _FAR, int32(NO_AGENT)
-        if other == i2:
-            g2, i2 = _FAR, int32(NO_AGENT)
-        if other == i3:
-            g3, i3 = _FAR, int32(NO_AGENT)
+        taken = i0 == other
+        g0, i0 = (g1 if taken else g0), (i1 if taken else i0)
+        g1, i1 = (g2 if taken else g1), (i2 if taken else i1)
+        g2, i2 = (g3 if taken else g2), (i3 if taken else i2)
+        g3, i3 = (_FAR if taken else g3), (int32(NO_AGENT) if taken else i3)
         slot = _U(slot + _U(1))
     return mine
 
