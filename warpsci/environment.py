@@ -52,9 +52,10 @@ An environment is one Python module holding
       action it is given.
   ``block_observation`` (optional, CUDA only): a :class:`BlockObservation`, the observation of
       every agent of an environment written by one CUDA block together (shared memory, warp
-      shuffles), for environments in one block; ``observe_agent`` stays the definition,
-      which the CPU backend, Numba's CUDA simulator (unless :func:`warpsci.simulated_warps.enable`
-      emulates the warp intrinsics), final observations and wider environments use.
+      shuffles), for environments in one block, or a tuple of them for different widths;
+      ``observe_agent`` stays the definition, which the CPU backend, Numba's CUDA simulator (unless
+      :func:`warpsci.simulated_warps.enable` emulates the warp intrinsics), final observations and
+      environments wider than every block observation's ``max_agents`` use.
 
   ``actions`` is the whole action array, ``(num_envs, num_agents)`` when every group's action space
   is ``Discrete``, else ``(num_envs, num_agents, width)`` with ``width`` the largest number of
@@ -205,8 +206,11 @@ def _no_shared_memory(num_agents: int) -> int:
 
 
 #: The most dynamic shared memory a block observation may ask for, in bytes: what a CUDA block
-#: gets without opting in to more.
+#: gets without opting in to more (its function's static shared arrays count against it too).
 MAX_BLOCK_SHARED_BYTES = 48 * 1024
+#: The most agents an environment has in one CUDA block (its threads take several each); wider
+#: ones span several blocks.
+MAX_AGENTS_IN_ONE_BLOCK = 4096
 
 
 def _check_registers(name: str, registers: Any, none_means: str) -> None:
@@ -245,13 +249,15 @@ class BlockObservation:
         applies: ``params -> bool`` (the params dataclass): whether to use it for these params,
             where it is faster; default always. (Tag continuous: partial observations.)
         max_registers: Registers per thread of the kernels that end with it (the step's stages
-            and the observation share them); default None: the compiler's choice. A cap lets
-            more blocks share an SM (Tag continuous: 56).
+            and the observation share them); default None: the compiler's choice (for
+            environments wider than ``threads``, the backend's cap of wide kernels). A cap lets
+            more blocks share an SM (Tag continuous: 56 up to 128 agents, 64 wider).
         max_agents: The most agents an environment may have for it; default None: ``threads``.
-            At most 4,096 (the most agents of an environment in one block).
+            At most :data:`MAX_AGENTS_IN_ONE_BLOCK`.
         shared_bytes: ``num_agents -> int``: dynamic shared memory per block, in bytes, that the
-            kernels are launched with (``cuda.shared.array(0, dtype)`` in ``function``), at most
-            :data:`MAX_BLOCK_SHARED_BYTES` for ``max_agents``; default none.
+            kernels are launched with (``cuda.shared.array(0, dtype)`` in ``function``); with
+            ``function``'s static shared arrays at most :data:`MAX_BLOCK_SHARED_BYTES` for
+            ``max_agents``; default none.
     """
 
     function: Callable
@@ -275,10 +281,13 @@ class BlockObservation:
         _check_registers("BlockObservation.max_registers", self.max_registers, "the compiler's choice")
         agents = self.max_agents
         if agents is not None and (
-            isinstance(agents, bool) or not isinstance(agents, int) or not threads <= agents <= 4096
+            isinstance(agents, bool)
+            or not isinstance(agents, int)
+            or not threads <= agents <= MAX_AGENTS_IN_ONE_BLOCK
         ):
             raise ValueError(
-                f"BlockObservation.max_agents must be None (threads) or an int in [threads, 4096] "
+                f"BlockObservation.max_agents must be None (threads) or an int in "
+                f"[threads, {MAX_AGENTS_IN_ONE_BLOCK}] "
                 f"(threads = {threads}), got {agents!r}"
             )
         if not callable(self.shared_bytes):
@@ -372,10 +381,18 @@ class EnvironmentDefinition:
         observations = self.block_observation
         if not isinstance(observations, tuple):
             observations = () if observations is None else (observations,)
+        elif not observations:
+            observations = ("an empty tuple",)
         if not all(isinstance(observation, BlockObservation) for observation in observations):
             raise TypeError(
                 f"{self.name}: block_observation must be a BlockObservation, a tuple of them or None, "
                 f"got {self.block_observation!r}"
+            )
+        limits = [observation.agent_limit for observation in observations]
+        if limits != sorted(set(limits)):
+            raise ValueError(
+                f"{self.name}: a tuple of block observations goes from narrow to wide (increasing "
+                f"max_agents, none twice), got max_agents {limits}"
             )
         names = [field.name for field in self.state_fields]
         if len(set(names)) != len(names):
@@ -431,7 +448,8 @@ class EnvironmentDefinition:
 
     def block_observation_for(self, num_agents: int) -> BlockObservation | None:
         """The block observation of environments of ``num_agents`` agents: the first (of a tuple)
-        whose ``max_agents`` they fit, else None."""
+        whose ``max_agents`` they fit, else None. Its ``applies(params)`` is for the caller to ask
+        (an environment that it does not apply to is observed by ``observe_agent``)."""
         observations = self.block_observation
         if not isinstance(observations, tuple):
             observations = () if observations is None else (observations,)

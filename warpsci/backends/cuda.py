@@ -41,7 +41,12 @@ from numba import config, cuda
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
 from warpsci import simulated_warps
 from warpsci.backends.stages import KernelStages, Stage, agent_keys, make_kernel_stages, sequence
-from warpsci.environment import MAX_BLOCK_SHARED_BYTES, BlockObservation, EnvironmentDefinition
+from warpsci.environment import (
+    MAX_AGENTS_IN_ONE_BLOCK,
+    MAX_BLOCK_SHARED_BYTES,
+    BlockObservation,
+    EnvironmentDefinition,
+)
 from warpsci.kernel_cache import cached_cuda_jit
 
 #: Default threads per block; see ``benchmarks/`` for the block-size search.
@@ -60,7 +65,7 @@ MAX_FUSED_THREADS = 128
 WIDE_MAX_REGISTERS: int | None = 64
 #: The most agents an environment has in one block by default (32 per thread of 128); wider
 #: environments span several blocks, one launch per stage.
-MAX_FUSED_AGENTS = 4096
+MAX_FUSED_AGENTS = MAX_AGENTS_IN_ONE_BLOCK
 
 
 def default_threads_per_block(num_agents: int) -> int:
@@ -131,7 +136,8 @@ class CudaKernels:
                 registers = definition.wide_max_registers or WIDE_MAX_REGISTERS
             if self.observes_by_block:
                 agent_threads = observation.threads
-                registers = observation.max_registers
+                if observation.max_registers is not None:
+                    registers = observation.max_registers
                 self.shared_bytes = int(observation.shared_bytes(num_agents))
                 if not 0 <= self.shared_bytes <= MAX_BLOCK_SHARED_BYTES:
                     raise ValueError(

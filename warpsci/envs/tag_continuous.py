@@ -80,6 +80,7 @@ from warpsci.envs.tag_continuous_order import (
     comes_after,
     gap_between,
 )
+from warpsci.envs.tag_continuous_warps import MAX_AGENTS as MAX_WARP_AGENTS
 from warpsci.envs.tag_continuous_warps import MAX_GRID_AGENTS as MAX_WARP_GRID_AGENTS
 from warpsci.envs.tag_continuous_warps import MAX_OBSERVED as MAX_WARP_OBSERVED
 from warpsci.envs.tag_continuous_warps import (
@@ -102,7 +103,7 @@ GRID_AGENTS_PER_CELL = 2.0
 MAX_GRID_CELLS_PER_SIDE = 32
 #: ``neighbour_search="auto"`` uses the grid from this many agents on: games wider than the block
 #: observation of a warp per observer over every agent (``tag_continuous_warps.MAX_AGENTS``).
-GRID_MIN_AGENTS = 129
+GRID_MIN_AGENTS = MAX_WARP_AGENTS + 1
 MAX_GRID_CELLS = MAX_GRID_CELLS_PER_SIDE * MAX_GRID_CELLS_PER_SIDE
 #: The most others (k) the grid search keeps: the length of its thread-local working list.
 MAX_NEAREST = 32
@@ -304,8 +305,8 @@ def uses_grid(params: TagContinuousParams) -> bool:
     """Whether partial observations search the neighbour grid (rebuilt every step): with
     ``neighbour_search="auto"`` from :data:`GRID_MIN_AGENTS` agents on (H100, 2,000 environments,
     every step observed, graph-replayed, env steps/s: at 200 agents the grid's block observation
-    3.43M against the per-agent scan's 2.18M; at 110 agents a warp per observer scans every agent,
-    without a grid to rebuild)."""
+    3.43M against the per-agent scan's 2.18M, and per agent the grid 2.28M against the scan's
+    2.22M; at 110 agents a warp per observer scans every agent, without a grid to rebuild)."""
     if params.use_full_observation or params.neighbour_search == "scan":
         return False
     if params.neighbour_search == "grid":
@@ -366,11 +367,13 @@ STATE_FIELDS = (
     StateField("cell_fill", np.int32, shape=(MAX_GRID_CELLS,), per_agent=False),
     # The k nearest others an observer found last time, nearest first (NO_AGENT past them): where
     # its next search starts (``hinted_limit``). A hint only speeds the search: any values give the
-    # same observations. Agent-major (an observer's hints side by side): the block observations'
-    # warps read and write one observer's hints in one cache line (H100, every step observed,
-    # graph-replayed: 2,000 x 110 10.41M-10.45M against 10.07M-10.09M slot-major, 2,000 x 1,000
-    # 492K-498K against 479K-485K); the per-agent search, where a warp's threads are observers,
-    # reads a cache line per observer instead.
+    # same observations (a first hint of SEARCH_AGAIN, past every id, is the grid's warps asking
+    # for an observer's search within the same kernel). Agent-major (an observer's hints side by
+    # side): the block observations' warps read and write one observer's hints in one cache line
+    # (H100, every step observed, graph-replayed: 2,000 x 110 10.41M-10.45M against 10.07M-10.09M
+    # slot-major, 2,000 x 1,000 492K-498K against 479K-485K); the per-agent search, where a warp's
+    # threads are observers, reads a cache line per observer instead (4.27M against 4.39M at 110,
+    # 373K against 399K at 1,000).
     StateField("nearest_hint", np.int32, shape=(MAX_NEAREST,)),
 )
 
@@ -953,7 +956,7 @@ def observe_nearest_by_scan(state, params, obs, env, agent, slots):
 
 
 def observes_by_warps(params: TagContinuousParams) -> bool:
-    """Whether the block observation of games of up to :data:`tag_continuous_warps.MAX_AGENTS`
+    """Whether the block observation of games of up to :data:`MAX_WARP_AGENTS`
     agents takes these params: partial observations of at most :data:`MAX_WARP_OBSERVED` others.
     Full observations stay with ``observe_agent``, several environments to a block."""
     return not params.use_full_observation and params.num_other_agents_observed <= MAX_WARP_OBSERVED
@@ -982,7 +985,7 @@ def observe_each_agent(state, params, obs, env):
 
 @cuda.jit(device=True)
 def observe_by_block(state, params, obs, env):
-    """The block observation of games of up to :data:`tag_continuous_warps.MAX_AGENTS` agents (CUDA,
+    """The block observation of games of up to :data:`MAX_WARP_AGENTS` agents (CUDA,
     :data:`tag_continuous_warps.THREADS` threads an environment): partial observations by a warp
     per observer (:func:`observe_nearest_by_warps`), full ones by ``observe_agent``, an agent a
     thread. The same observations as ``observe_agent``."""
@@ -1017,6 +1020,8 @@ def observe_wide_by_block(state, params, obs, env):
     a warp per observer (:func:`observe_in_grid_by_warps`), then the observers the warps leave by
     ``observe_agent``, an agent a thread; others by ``observe_agent``. The same observations as
     ``observe_agent``."""
+    # applies(params) keeps other params from here when asked (WarpVectorEnv asks; CudaKernels
+    # made directly does not).
     if (
         params.use_full_observation
         or params.num_other_agents_observed > MAX_WARP_OBSERVED

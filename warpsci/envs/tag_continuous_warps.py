@@ -64,6 +64,8 @@ GRID_KEPT = 128
 #: A first hint that sends an observer to the per-agent search after the grid's warps: an id past
 #: every agent (so no search takes it for one), before :data:`NO_AGENT`.
 SEARCH_AGAIN = np.int32(2**31 - 2)
+# Both observations' scratch rows and observer strides take a block of THREADS (the backend
+# launches the block observation so).
 _WARPS = THREADS // 32
 _FULL = 0xFFFFFFFF
 _FAR = float32(np.inf)
@@ -447,7 +449,8 @@ def observe_nearest_in_grid_by_warps(
                 kept = _keep(before, square, int32(other), kept, below, my_gaps, my_ids)
                 first = _U(first + _U(32))
         cuda.syncwarp(_FULL)
-        if kept >= k and kept <= _U(32):
+        settled = (kept >= k) & (kept <= _U(GRID_KEPT))
+        if settled and kept <= _U(32):
             _write_ranked(
                 lane,
                 kept,
@@ -462,7 +465,7 @@ def observe_nearest_in_grid_by_warps(
                 inverse_diagonal,
                 inverse_speed_scale,
             )
-        elif kept >= k and kept <= _U(GRID_KEPT):
+        elif settled:
             g0, i0 = _kept_candidate(lane, 0, kept, my_gaps, my_ids)
             g1, i1 = _kept_candidate(lane, 1, kept, my_gaps, my_ids)
             g2, i2 = _kept_candidate(lane, 2, kept, my_gaps, my_ids)
@@ -473,7 +476,7 @@ def observe_nearest_in_grid_by_warps(
             )
         elif lane == _U(0):
             hints[observer, 0] = SEARCH_AGAIN
-        if lane == _U(0) and kept >= k and kept <= _U(GRID_KEPT):
+        if settled and lane == _U(0):
             row[_U(7 * k)] = time
         cuda.syncwarp(_FULL)
         observer = _U(observer + _U(_WARPS))
