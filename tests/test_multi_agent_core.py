@@ -147,12 +147,16 @@ def test_a_block_observation_takes_whole_warps():
     with pytest.raises(ValueError, match="shared_bytes must be a function of the agent count"):
         warpsci.BlockObservation(function, shared_bytes=1024)
     message = "block_observation must be a BlockObservation, a tuple of them or None"
-    for wrong in (function, (narrow, function), ()):
+    for wrong in (function, (narrow, function)):
         with pytest.raises(TypeError, match=message):
             dataclasses.replace(definition, block_observation=wrong)
+    with pytest.raises(
+        TypeError, match=r"block_observation must be a non-empty tuple \(or one, or None\), got \(\)"
+    ):
+        dataclasses.replace(definition, block_observation=())
     for wrong in ((wide, narrow), (narrow, narrow)):
         with pytest.raises(
-            ValueError, match=r"from narrow to wide .* got max_agents \[(2048, 128|128, 128)\]"
+            ValueError, match=r"must go from narrow to wide .* got agent limits \[(2048, 128|128, 128)\]"
         ):
             dataclasses.replace(definition, block_observation=wrong)
     assert narrow.max_registers == 56

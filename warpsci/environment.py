@@ -250,7 +250,8 @@ class BlockObservation:
             where it is faster; default always. (Tag continuous: partial observations.)
         max_registers: Registers per thread of the kernels that end with it (the step's stages
             and the observation share them); default None: the compiler's choice (for
-            environments wider than ``threads``, the backend's cap of wide kernels). A cap lets
+            environments wider than ``threads``, the cap of wide kernels: the definition's
+            ``wide_max_registers``, else the backend's). A cap lets
             more blocks share an SM (Tag continuous: 56 up to 128 agents, 64 wider).
         max_agents: The most agents an environment may have for it; default None: ``threads``.
             At most :data:`MAX_AGENTS_IN_ONE_BLOCK`.
@@ -382,7 +383,9 @@ class EnvironmentDefinition:
         if not isinstance(observations, tuple):
             observations = () if observations is None else (observations,)
         elif not observations:
-            observations = ("an empty tuple",)
+            raise TypeError(
+                f"{self.name}: block_observation must be a non-empty tuple (or one, or None), got ()"
+            )
         if not all(isinstance(observation, BlockObservation) for observation in observations):
             raise TypeError(
                 f"{self.name}: block_observation must be a BlockObservation, a tuple of them or None, "
@@ -391,8 +394,8 @@ class EnvironmentDefinition:
         limits = [observation.agent_limit for observation in observations]
         if limits != sorted(set(limits)):
             raise ValueError(
-                f"{self.name}: a tuple of block observations goes from narrow to wide (increasing "
-                f"max_agents, none twice), got max_agents {limits}"
+                f"{self.name}: a tuple of block observations must go from narrow to wide (increasing "
+                f"agent limits, max_agents or else threads, none twice), got agent limits {limits}"
             )
         names = [field.name for field in self.state_fields]
         if len(set(names)) != len(names):

@@ -130,12 +130,13 @@ class CudaKernels:
         #: Dynamic shared memory per block of the fused kernels, in bytes (a block observation's).
         self.shared_bytes = 0
         if self.blocks_per_env == 1:
-            agent_threads = min(num_agents, threads_per_block)
+            agent_threads = (
+                observation.threads if self.observes_by_block else min(num_agents, threads_per_block)
+            )
             registers = None
             if num_agents > agent_threads:
                 registers = definition.wide_max_registers or WIDE_MAX_REGISTERS
             if self.observes_by_block:
-                agent_threads = observation.threads
                 if observation.max_registers is not None:
                     registers = observation.max_registers
                 self.shared_bytes = int(observation.shared_bytes(num_agents))

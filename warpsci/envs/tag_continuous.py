@@ -372,8 +372,8 @@ STATE_FIELDS = (
     # side): the block observations' warps read and write one observer's hints in one cache line
     # (H100, every step observed, graph-replayed: 2,000 x 110 10.41M-10.45M against 10.07M-10.09M
     # slot-major, 2,000 x 1,000 492K-498K against 479K-485K); the per-agent search, where a warp's
-    # threads are observers, reads a cache line per observer instead (4.27M against 4.39M at 110,
-    # 373K against 399K at 1,000).
+    # threads are observers, reads a cache line per observer instead (4.20M against 4.39M at 110,
+    # 372K against 399K at 1,000).
     StateField("nearest_hint", np.int32, shape=(MAX_NEAREST,)),
 )
 
