@@ -1,8 +1,9 @@
-"""Warp intrinsics for Numba's CUDA simulator, which has none: ``shfl_xor_sync``, ``ballot_sync`` and
-``syncwarp``, so that kernels that use them (Tag continuous's block observation) run under
-``NUMBA_ENABLE_CUDASIM=1`` and are tested on machines without a GPU. Opt in with :func:`enable`
-before building kernels: the CUDA backend then uses block observations under the simulator too
-(slowly: the simulator runs a Python thread per CUDA thread, and every intrinsic is two barriers).
+"""Warp intrinsics for Numba's CUDA simulator, which has none: ``shfl_xor_sync``, ``ballot_sync``,
+``match_any_sync`` and ``syncwarp``, so that kernels that use them (Tag continuous's block
+observation) run under ``NUMBA_ENABLE_CUDASIM=1`` and are tested on machines without a GPU. Opt
+in with :func:`enable` before building kernels: the CUDA backend then uses block observations
+under the simulator too (slowly: the simulator runs a Python thread per CUDA thread, and every
+intrinsic is two barriers).
 
 The simulator runs a block's threads together, one block at a time. The 32 threads of a warp meet
 at a ``threading.Barrier`` of their own, put their values side by side, and each takes what the
@@ -56,12 +57,17 @@ def _ballot_sync(module: Any, mask: int, predicate: Any) -> int:
     return sum(1 << lane for lane, vote in enumerate(values) if vote)
 
 
+def _match_any_sync(module: Any, mask: int, value: Any) -> int:
+    values, lane = _exchange(value)
+    return sum(1 << other for other, theirs in enumerate(values) if theirs == values[lane])
+
+
 def _syncwarp(module: Any, mask: int = 0xFFFFFFFF) -> None:
     _exchange(None)
 
 
 def enable() -> None:
-    """Give the simulator's ``cuda`` module the three intrinsics (where it has none of its own) and
+    """Give the simulator's ``cuda`` module the four intrinsics (where it has none of its own) and
     let the CUDA backend built after this use block observations under the simulator."""
     global _enabled
     from numba.cuda.simulator.kernelapi import FakeCUDAModule
@@ -69,6 +75,7 @@ def enable() -> None:
     for name, function in (
         ("shfl_xor_sync", _shfl_xor_sync),
         ("ballot_sync", _ballot_sync),
+        ("match_any_sync", _match_any_sync),
         ("syncwarp", _syncwarp),
     ):
         if not hasattr(FakeCUDAModule, name):

@@ -11,17 +11,19 @@ k = 10: 11 to 15 of 32 busy). Here a block of :data:`THREADS` threads holds one 
 warp takes one observer at a time:
 
 - the block copies the agents' positions, speeds, accelerations, headings, flags and types into
-  shared memory;
+  shared memory, an agent out of the game at x = inf (no distance keeps it);
 - a warp takes observers ``warp, warp + 4, ...``; its lanes take candidates ``lane + 32 j``, so every
   lane is busy and the reads are of shared memory;
-- the limit comes from the observer's hints (the k nearest it found the step before): the
-  distance of the farthest of them still in the game, by a butterfly of warp shuffles. The
-  candidates up to the limit are found by ballots (told by squared distances, the root only in a
-  band around the limit's square) and compacted into the warp's scratch row of shared memory.
-  When there are k of them or more, the k nearest are among them: each lane ranks one against
-  the others (about k + 1 of them), and a lane of rank below k writes that slot's seven features;
-- when no hint is in the game, or fewer than k or more than 32 candidates lie within the limit:
-  k rounds of a warp-wide minimum over each lane's four candidates, held in registers.
+- the limit comes from the observer's hints (the k nearest it found the step before, read an
+  observer ahead): the distance of the farthest of them still in the game, the root of the
+  largest square by a butterfly of warp shuffles. The candidates whose squares lie up to the
+  limit's (widened past rounding: every candidate within the limit, maybe a few just past it) are
+  found by ballots and compacted, in id order, into the warp's scratch row of shared memory.
+  When k of them lie within the limit by their roots, the k nearest are among them: each lane
+  ranks one, counting the nearer and, by ``match_any_sync``, the as near of lower id, and a lane
+  of rank below k writes that slot's seven features;
+- when no hint is in the game, or fewer than k within the limit or more than 32 kept: k rounds of
+  a warp-wide minimum over each lane's four candidates, held in registers.
 
 It writes what ``observe_agent`` writes, bit for bit (the same distances from
 :mod:`warpsci.envs.tag_continuous_order`, the same order, the same features and hints); the GPU
@@ -68,6 +70,7 @@ SEARCH_AGAIN = np.int32(2**31 - 2)
 # launches the block observation so).
 _WARPS = THREADS // 32
 _FULL = 0xFFFFFFFF
+_FULL_I32 = np.int32(-1)  # match_any_sync's mask is signed
 _FAR = float32(np.inf)
 _U = np.uint32
 
@@ -136,16 +139,27 @@ def _blank_row(row, width, lane):
 
 
 @cuda.jit(device=True, inline=True)
-def _hinted_limit(lane, k, hints, observer, count, xs, ys, flags, ox, oy):
+def _lane_hint(hints, observer, count, lane, k):
+    """The lane's hint of ``observer`` (lanes below k; :data:`NO_AGENT` for the others and past the
+    agents)."""
+    if observer < count and lane < k:
+        return _U(hints[observer, lane])
+    return _U(NO_AGENT)
+
+
+@cuda.jit(device=True, inline=True)
+def _hinted_limit(hinted, observer, count, xs, ys, flags, ox, oy):
     """The hints' limit, on every lane: the distance of the farthest hinted agent in the game (not
-    the observer at ``(ox, oy)``), -1 when none is. Every agent up to it is kept; once k are, the
-    k nearest are among them."""
-    hint_gap = float32(-1.0)
-    if lane < k:
-        hinted = _U(hints[observer, lane])
-        if hinted < count and hinted != observer and flags[hinted] == 1:
-            hint_gap = gap_between(ox, oy, xs[hinted], ys[hinted])
-    return _warp_max(hint_gap)
+    the observer at ``(ox, oy)``), -1 when none is; ``hinted``: the lane's hint
+    (:func:`_lane_hint`). Every agent up to it is kept; once k are, the k nearest are among them.
+    The root of the largest square: the largest of the lanes' roots."""
+    hint_square = float32(-1.0)
+    if hinted < count and hinted != observer and flags[hinted] == 1:
+        hint_square = squared_gap(ox, oy, xs[hinted], ys[hinted])
+    hint_square = _warp_max(hint_square)
+    if hint_square < float32(0.0):
+        return float32(-1.0)
+    return float32(math.sqrt(hint_square))
 
 
 @cuda.jit(device=True, inline=True)
@@ -181,25 +195,56 @@ def _keep(before, square, other, kept, below, my_gaps, my_ids):
 
 
 @cuda.jit(device=True, inline=True)
-def _write_ranked(
-    lane, kept, k, my_gaps, my_ids, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
-):
-    """The k nearest of the ``kept`` (k to 32) in the scratch row: each lane ranks one against the
-    others in (distance, id) order, and a lane of rank below k writes that slot and its hint."""
+def _root_kept(lane, kept, my_gaps):
+    """The ``kept`` (at most 32) squares of the scratch row replaced by their roots; returns the
+    lane's distance (inf past the kept)."""
+    gap = _FAR
     if lane < kept:
-        my_gaps[lane] = float32(math.sqrt(my_gaps[lane]))
+        gap = float32(math.sqrt(my_gaps[lane]))
+        my_gaps[lane] = gap
     cuda.syncwarp(_FULL)
+    return gap
+
+
+@cuda.jit(device=True, inline=True)
+def _rank(lane, kept, my_gaps, my_ids):
+    """The rank in (distance, id) order of the lane's entry among the ``kept`` (k to 32) of the
+    scratch row (distances: :func:`_root_kept`), for lanes below ``kept``."""
+    rank = _U(0)
     if lane < kept:
         gap, other = my_gaps[lane], my_ids[lane]
-        rank = _U(0)
         index = _U(0)
         while index < kept:
-            than_gap, than_other = my_gaps[index], my_ids[index]
-            rank = _U(rank + _U(comes_after(gap, other, than_gap, than_other)))
+            rank = _U(rank + _U(comes_after(gap, other, my_gaps[index], my_ids[index])))
             index = _U(index + _U(1))
-        if rank < k:
-            _write_slot(row, k, me, _U(other), rank, seen, inverse_diagonal, inverse_speed_scale)
-            hints[observer, rank] = other
+    return rank
+
+
+@cuda.jit(device=True, inline=True)
+def _rank_in_id_order(lane, gap, kept, below, my_gaps):
+    """:func:`_rank` of a scratch row in id order (lane ``gap`` its distance, inf past the kept):
+    the entries nearer than the lane's, and those as near before it (``match_any_sync`` gives the
+    lanes of an equal distance, whose bits are equal: no distance is -0 or NaN)."""
+    twins = _U(cuda.match_any_sync(_FULL_I32, gap))
+    rank = _U(cuda.popc(_U(twins & below)))
+    if lane < kept:
+        index = _U(0)
+        while index < kept:
+            rank = _U(rank + _U(my_gaps[index] < gap))
+            index = _U(index + _U(1))
+    return rank
+
+
+@cuda.jit(device=True, inline=True)
+def _write_ranked(
+    lane, kept, k, rank, my_ids, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
+):
+    """The k nearest of the ``kept`` (k to 32) in the scratch row, each lane's entry ranked
+    (:func:`_rank`): a lane of rank below k writes that slot and its hint."""
+    if lane < kept and rank < k:
+        other = my_ids[lane]
+        _write_slot(row, k, me, _U(other), rank, seen, inverse_diagonal, inverse_speed_scale)
+        hints[observer, rank] = other
 
 
 @cuda.jit(device=True, inline=True)
@@ -279,7 +324,7 @@ def observe_nearest_by_warps(
     scratch_gap = cuda.shared.array((_WARPS, 32), float32)
     scratch_id = cuda.shared.array((_WARPS, 32), int32)
     if tid < count:
-        sx[tid] = x[tid]
+        sx[tid] = x[tid] if playing[tid] == 1 else _FAR
         sy[tid] = y[tid]
         sv[tid] = v[tid]
         sa[tid] = accel[tid]
@@ -287,6 +332,7 @@ def observe_nearest_by_warps(
         sflag[tid] = playing[tid]
         stype[tid] = is_tagger[tid]
     else:
+        sx[tid] = _FAR
         sflag[tid] = 0
     cuda.syncthreads()
     seen = (sx, sy, sv, sa, sth, sflag, stype)
@@ -295,31 +341,39 @@ def observe_nearest_by_warps(
     k = _U(slots)
     width = _U(7 * k + 1)
     observer = warp
+    hinted = _lane_hint(hints, observer, count, lane, k)
     while observer < count:
         row = obs[observer]
+        this_hint = hinted
+        hinted = _lane_hint(hints, _U(observer + _U(_WARPS)), count, lane, k)
         if sflag[observer] != 1:
             _blank_row(row, width, lane)
             observer = _U(observer + _U(_WARPS))
             continue
         ox, oy = sx[observer], sy[observer]
         me = (ox, oy, sv[observer], sa[observer], sth[observer])
-        limit_gap = _hinted_limit(lane, k, hints, observer, count, sx, sy, sflag, ox, oy)
+        limit_gap = _hinted_limit(this_hint, observer, count, sx, sy, sflag, ox, oy)
         kept = _U(0)
         if limit_gap >= float32(0.0):
-            nearer, beyond = _square_bounds(limit_gap)
+            # Every agent whose square is up to ``beyond``: all within the limit, maybe a few past.
+            _, beyond = _square_bounds(limit_gap)
             for j in range(MAX_AGENTS // 32):
                 other = _U(lane + _U(32 * j))
                 square = squared_gap(ox, oy, sx[other], sy[other])
-                candidate = (sflag[other] == 1) & (other != observer)
-                before = _within(square, candidate, nearer, beyond, limit_gap)
+                before = (other != observer) & (square <= beyond)  # inf past the agents in the game
                 kept = _keep(before, square, other, kept, below, my_gaps, my_ids)
         cuda.syncwarp(_FULL)
+        settled = False
+        gap = _FAR
         if kept >= k and kept <= _U(32):
+            gap = _root_kept(lane, kept, my_gaps)
+            settled = _U(cuda.popc(_U(cuda.ballot_sync(_FULL, gap <= limit_gap)))) >= k
+        if settled:
             _write_ranked(
                 lane,
                 kept,
                 k,
-                my_gaps,
+                _rank_in_id_order(lane, gap, kept, below, my_gaps),
                 my_ids,
                 row,
                 me,
@@ -415,7 +469,9 @@ def observe_nearest_in_grid_by_warps(
             continue
         ox, oy = x[observer], y[observer]
         me = (ox, oy, v[observer], accel[observer], theta[observer])
-        limit_gap = _hinted_limit(lane, k, hints, observer, count, x, y, playing, ox, oy)
+        limit_gap = _hinted_limit(
+            _lane_hint(hints, observer, count, lane, k), observer, count, x, y, playing, ox, oy
+        )
         kept = _U(0)
         if limit_gap >= float32(0.0):
             nearer, beyond = _square_bounds(limit_gap)
@@ -451,11 +507,12 @@ def observe_nearest_in_grid_by_warps(
         cuda.syncwarp(_FULL)
         settled = (kept >= k) & (kept <= _U(GRID_KEPT))
         if settled and kept <= _U(32):
+            _root_kept(lane, kept, my_gaps)
             _write_ranked(
                 lane,
                 kept,
                 k,
-                my_gaps,
+                _rank(lane, kept, my_gaps, my_ids),
                 my_ids,
                 row,
                 me,
