@@ -15,13 +15,13 @@ warp takes one observer at a time:
 - a warp takes observers ``warp, warp + 4, ...``; its lanes take candidates ``lane + 32 j``, so every
   lane is busy and the reads are of shared memory;
 - the limit comes from the observer's hints (the k nearest it found the step before, read an
-  observer ahead): the distance of the farthest of them still in the game, the root of the
-  largest square by a butterfly of warp shuffles. The candidates whose squares lie up to the
-  limit's (widened past rounding: every candidate within the limit, maybe a few just past it) are
-  found by ballots and compacted, in id order, into the warp's scratch row of shared memory.
-  When k of them lie within the limit by their roots, the k nearest are among them: each lane
-  ranks one, counting the nearer and, by ``match_any_sync``, the as near of lower id, and a lane
-  of rank below k writes that slot's seven features;
+  observer ahead): the distance of the farthest of them still in the game, here its square (the
+  largest of the hints' squares, by a butterfly of warp shuffles). The candidates whose squares
+  lie up to it (widened past rounding: every candidate within the limit, maybe a few just past
+  it) are found by ballots and compacted, in id order, into the warp's scratch row of shared
+  memory. When k of them have a square up to the limit's (so a distance up to the limit), the k
+  nearest are among them: each lane ranks one, counting the nearer and, by ``match_any_sync``, the
+  as near of lower id, and a lane of rank below k writes that slot's seven features;
 - when no hint is in the game, or fewer than k within the limit or more than 32 kept: k rounds of
   a warp-wide minimum over each lane's four candidates, held in registers.
 
@@ -148,15 +148,22 @@ def _lane_hint(hints, observer, count, lane, k):
 
 
 @cuda.jit(device=True, inline=True)
-def _hinted_limit(hinted, observer, count, xs, ys, flags, ox, oy):
-    """The hints' limit, on every lane: the distance of the farthest hinted agent in the game (not
-    the observer at ``(ox, oy)``), -1 when none is; ``hinted``: the lane's hint
-    (:func:`_lane_hint`). Every agent up to it is kept; once k are, the k nearest are among them.
-    The root of the largest square: the largest of the lanes' roots."""
+def _hinted_square(hinted, observer, count, xs, ys, flags, ox, oy):
+    """The square of the hints' limit, on every lane: the largest squared distance of a hinted
+    agent in the game (not the observer at ``(ox, oy)``), -1 when none is; ``hinted``: the lane's
+    hint (:func:`_lane_hint`)."""
     hint_square = float32(-1.0)
     if hinted < count and hinted != observer and flags[hinted] == 1:
         hint_square = squared_gap(ox, oy, xs[hinted], ys[hinted])
-    hint_square = _warp_max(hint_square)
+    return _warp_max(hint_square)
+
+
+@cuda.jit(device=True, inline=True)
+def _hinted_limit(hinted, observer, count, xs, ys, flags, ox, oy):
+    """The hints' limit, on every lane: the distance of the farthest hinted agent in the game, -1
+    when none is (:func:`_hinted_square`'s root: the largest of the roots). Every agent up to it is
+    kept; once k are, the k nearest are among them."""
+    hint_square = _hinted_square(hinted, observer, count, xs, ys, flags, ox, oy)
     if hint_square < float32(0.0):
         return float32(-1.0)
     return float32(math.sqrt(hint_square))
@@ -352,11 +359,12 @@ def observe_nearest_by_warps(
             continue
         ox, oy = sx[observer], sy[observer]
         me = (ox, oy, sv[observer], sa[observer], sth[observer])
-        limit_gap = _hinted_limit(this_hint, observer, count, sx, sy, sflag, ox, oy)
+        limit_square = _hinted_square(this_hint, observer, count, sx, sy, sflag, ox, oy)
         kept = _U(0)
-        if limit_gap >= float32(0.0):
-            # Every agent whose square is up to ``beyond``: all within the limit, maybe a few past.
-            _, beyond = _square_bounds(limit_gap)
+        if limit_square >= float32(0.0):
+            # Every agent whose square is up to ``beyond``: all those with a root up to the limit's
+            # (the largest square's root), maybe a few past it.
+            beyond = max(limit_square, float32(1e-36)) * float32(1.0 + 2.0**-20)
             for j in range(MAX_AGENTS // 32):
                 other = _U(lane + _U(32 * j))
                 square = squared_gap(ox, oy, sx[other], sy[other])
@@ -366,8 +374,11 @@ def observe_nearest_by_warps(
         settled = False
         gap = _FAR
         if kept >= k and kept <= _U(32):
+            # A square up to the largest hint's has a root up to the limit: once k kept have, the
+            # k nearest are among the kept.
+            inside = (lane < kept) & (my_gaps[lane] <= limit_square)
             gap = _root_kept(lane, kept, my_gaps)
-            settled = _U(cuda.popc(_U(cuda.ballot_sync(_FULL, gap <= limit_gap)))) >= k
+            settled = _U(cuda.popc(_U(cuda.ballot_sync(_FULL, inside)))) >= k
         if settled:
             _write_ranked(
                 lane,
