@@ -76,14 +76,31 @@ _U = np.uint32
 
 
 @cuda.jit(device=True, inline=True)
-def _write_slot(row, slots, me, other, slot, seen, inverse_diagonal, inverse_speed_scale):
-    """Slot ``slot`` of the observer's ``row``: ``other``'s seven features from the shared
-    ``seen`` (x, y, v, accel, theta, flag, type), relative to ``me`` (the observer's first five)."""
+def _filed(other, at):
+    """An agent as the grid's scratch rows hold it: its id and its place in the grid's order, in one
+    int32 ordered as the ids are (the block observation of narrower games holds ids)."""
+    return int32(_U(_U(other) << _U(16)) | _U(at))
+
+
+@cuda.jit(device=True, inline=True)
+def _unfiled(entry, in_grid):
+    """``(id, place)`` of a scratch row's ``entry``: a :func:`_filed` agent ``in_grid``, else an id,
+    which is also its place."""
+    if in_grid:
+        return _U(_U(entry) >> _U(16)), _U(_U(entry) & _U(0xFFFF))
+    return _U(entry), _U(entry)
+
+
+@cuda.jit(device=True, inline=True)
+def _write_slot(row, slots, me, other, at, slot, seen, inverse_diagonal, inverse_speed_scale):
+    """Slot ``slot`` of the observer's ``row``: agent ``other``'s seven features from ``seen`` (x
+    and y at its place ``at``; v, accel, theta, flag, type by its id), relative to ``me`` (the
+    observer's first five)."""
     sx, sy, sv, sa, sth, sflag, stype = seen
     place = _U(slot)
     stride = _U(slots)
-    row[place] = (sx[other] - me[0]) * inverse_diagonal
-    row[_U(place + stride)] = (sy[other] - me[1]) * inverse_diagonal
+    row[place] = (sx[at] - me[0]) * inverse_diagonal
+    row[_U(place + stride)] = (sy[at] - me[1]) * inverse_diagonal
     row[_U(place + 2 * stride)] = (sv[other] - me[2]) * inverse_speed_scale
     row[_U(place + 3 * stride)] = (sa[other] - me[3]) * inverse_speed_scale
     row[_U(place + 4 * stride)] = (sth[other] - me[4]) * INVERSE_TWO_PI
@@ -244,13 +261,26 @@ def _rank_in_id_order(lane, gap, kept, below, my_gaps):
 
 @cuda.jit(device=True, inline=True)
 def _write_ranked(
-    lane, kept, k, rank, my_ids, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
+    lane,
+    kept,
+    k,
+    rank,
+    my_ids,
+    in_grid,
+    row,
+    me,
+    seen,
+    hints,
+    observer,
+    inverse_diagonal,
+    inverse_speed_scale,
 ):
     """The k nearest of the ``kept`` (k to 32) in the scratch row, each lane's entry ranked
-    (:func:`_rank`): a lane of rank below k writes that slot and its hint."""
+    (:func:`_rank`): a lane of rank below k writes that slot and its hint (entries as
+    :func:`_unfiled` reads them)."""
     if lane < kept and rank < k:
-        other = my_ids[lane]
-        _write_slot(row, k, me, _U(other), rank, seen, inverse_diagonal, inverse_speed_scale)
+        other, at = _unfiled(my_ids[lane], in_grid)
+        _write_slot(row, k, me, other, at, rank, seen, inverse_diagonal, inverse_speed_scale)
         hints[observer, rank] = other
 
 
@@ -282,16 +312,20 @@ def _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3):
 
 
 @cuda.jit(device=True, inline=True)
-def _write_selected(lane, k, mine, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale):
+def _write_selected(
+    lane, k, mine, in_grid, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
+):
     """Lane ``slot < k`` writes its slot of :func:`_select_nearest`'s choice (zeros for none) and
-    its hint."""
+    its hint (``mine`` as :func:`_unfiled` reads it)."""
     if lane < k:
         if mine != NO_AGENT:
-            _write_slot(row, k, me, _U(mine), lane, seen, inverse_diagonal, inverse_speed_scale)
+            other, at = _unfiled(mine, in_grid)
+            _write_slot(row, k, me, other, at, lane, seen, inverse_diagonal, inverse_speed_scale)
+            hints[observer, lane] = other
         else:
             for feature in range(7):
                 row[_U(_U(feature) * k + lane)] = float32(0.0)
-        hints[observer, lane] = mine
+            hints[observer, lane] = NO_AGENT
 
 
 @cuda.jit(device=True, inline=True)
@@ -386,6 +420,7 @@ def observe_nearest_by_warps(
                 k,
                 _rank_in_id_order(lane, gap, kept, below, my_gaps),
                 my_ids,
+                False,
                 row,
                 me,
                 seen,
@@ -402,7 +437,7 @@ def observe_nearest_by_warps(
             g3, i3 = _candidate(lane, 3, observer, count, sx, sy, sflag, ox, oy)
             mine = _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
             _write_selected(
-                lane, k, mine, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
+                lane, k, mine, False, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
             )
         if lane == _U(0):
             row[_U(7 * k)] = time
@@ -435,7 +470,9 @@ def observe_nearest_in_grid_by_warps(
     does. When there are k to 32 of them, their ranks give the k nearest; up to :data:`GRID_KEPT`,
     k rounds of a warp-wide minimum. Otherwise (no hint in the game, fewer than k or more than
     :data:`GRID_KEPT` within the limit) the observer is searched again.
-    Features come from the state's rows (``x`` ... ``theta``, ``playing``, ``is_tagger``).
+    The scratch rows hold each kept agent with its place in the grid's order (:func:`_filed`), so
+    that the features' x and y come from the grid's copy; the others from the state's rows (``v``,
+    ``accel``, ``theta``, ``playing``, ``is_tagger``).
     """
     tid = _U(cuda.threadIdx.x)
     lane = _U(tid & _U(31))
@@ -465,7 +502,8 @@ def observe_nearest_in_grid_by_warps(
     scratch_gap = cuda.shared.array((_WARPS, GRID_KEPT), float32)
     scratch_id = cuda.shared.array((_WARPS, GRID_KEPT), int32)
     cuda.syncthreads()
-    seen = (x, y, v, accel, theta, playing, is_tagger)
+    # Positions where the grid files them (the copy in shared memory), the rest by id.
+    seen = (floats[:count], floats[count : 2 * count], v, accel, theta, playing, is_tagger)
     below = _U(_U(_U(1) << lane) - _U(1))
     my_gaps, my_ids = scratch_gap[warp], scratch_id[warp]
     k = _U(slots)
@@ -513,7 +551,7 @@ def observe_nearest_in_grid_by_warps(
                 square = squared_gap(ox, oy, floats[index], floats[_U(at_y + index)])
                 candidate = (wanted < total) & (other != observer)
                 before = _within(square, candidate, nearer, beyond, limit_gap)
-                kept = _keep(before, square, int32(other), kept, below, my_gaps, my_ids)
+                kept = _keep(before, square, _filed(other, index), kept, below, my_gaps, my_ids)
                 first = _U(first + _U(32))
         cuda.syncwarp(_FULL)
         settled = (kept >= k) & (kept <= _U(GRID_KEPT))
@@ -525,6 +563,7 @@ def observe_nearest_in_grid_by_warps(
                 k,
                 _rank(lane, kept, my_gaps, my_ids),
                 my_ids,
+                True,
                 row,
                 me,
                 seen,
@@ -540,7 +579,7 @@ def observe_nearest_in_grid_by_warps(
             g3, i3 = _kept_candidate(lane, 3, kept, my_gaps, my_ids)
             mine = _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
             _write_selected(
-                lane, k, mine, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
+                lane, k, mine, True, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
             )
         elif lane == _U(0):
             hints[observer, 0] = SEARCH_AGAIN
