@@ -8,8 +8,9 @@ intrinsic is two barriers).
 The simulator runs a block's threads together, one block at a time. The 32 threads of a warp meet
 at a ``threading.Barrier`` of their own, put their values side by side, and each takes what the
 intrinsic gives it. Every lane of the warp must take part (a full mask), as on a GPU the kernels
-here do; a warp whose lanes diverge waits until the barrier's timeout and then fails. A ballot is
-returned unsigned, where Numba's on a GPU is signed (test it against 0, not against ``0xFFFFFFFF``).
+here do; a warp whose lanes diverge waits until the barrier's timeout and then fails. A ballot (or a
+match) is returned unsigned, where Numba's on a GPU is signed (test it against 0, not against
+``0xFFFFFFFF``).
 """
 
 from __future__ import annotations
