@@ -4,8 +4,9 @@ that the per-agent ``observe_agent`` writes, step after step of random play with
 leaving and resets, after ``step`` and after ``random_rollout``, for the published game (scan and
 grid), small and crowded ones, k from 1 to 32, 128 agents, and wider games in the neighbour grid
 (300 to 2,048 agents), where the grid's warps settle nearly every observer; the kernels do call the
-block observation; full observations keep ``observe_agent``. Numba's CUDA simulator has no warp
-shuffles, so only a GPU can run this. Run on a GPU host:
+block observation; full observations keep ``observe_agent``. These games are too large for Numba's
+CUDA simulator (``tests/test_tag_continuous.py`` runs small ones there, its warp intrinsics emulated
+by :mod:`warpsci.simulated_warps`), so they need a GPU. Run on a GPU host:
 ``python -m pytest -q -m gpu tests/test_tag_continuous_gpu.py``.
 """
 

@@ -1,8 +1,8 @@
 """Tag continuous's partial observations on CUDA by a warp per observer: the block observation
 (:class:`warpsci.environment.BlockObservation`) of environments of up to :data:`MAX_AGENTS` agents
 (:func:`observe_nearest_by_warps`, described here), and of wider ones in the neighbour grid, up to
-:data:`MAX_GRID_AGENTS` (:func:`observe_nearest_in_grid_by_warps`, the same steps over the
-candidates of the grid's cells).
+:data:`MAX_GRID_AGENTS` (:func:`observe_nearest_in_grid_by_warps`: a warp per observer too, over
+the candidates of the grid's cells, with steps of its own described there).
 
 The per-agent observation (``tag_continuous.observe_agent``) gives each thread an observer: a warp's
 32 threads search 32 observers' candidates in step, each with its own k-nearest list in
@@ -60,6 +60,7 @@ MAX_OBSERVED = 32
 #: The most agents the grid's block observation (:func:`observe_nearest_in_grid_by_warps`) takes:
 #: its shared memory (:func:`grid_shared_bytes`) then fits the 48 KB a block gets.
 MAX_GRID_AGENTS = 2048
+assert MAX_GRID_AGENTS <= 2**15  # the grid's scratch rows pack an id and a place in an int32
 #: The most candidates within the hints' limit that the grid's warps select from (four a lane);
 #: with more the observer is searched again.
 GRID_KEPT = 128
@@ -72,13 +73,15 @@ _WARPS = THREADS // 32
 _FULL = 0xFFFFFFFF
 _FULL_I32 = np.int32(-1)  # match_any_sync's mask is signed
 _FAR = float32(np.inf)
+_LARGEST = float32(np.finfo(np.float32).max)
 _U = np.uint32
 
 
 @cuda.jit(device=True, inline=True)
 def _filed(other, at):
     """An agent as the grid's scratch rows hold it: its id and its place in the grid's order, in one
-    int32 ordered as the ids are (the block observation of narrower games holds ids)."""
+    int32 ordered as the ids are (ids below 2**15 and places below 2**16; the block observation of
+    narrower games holds ids)."""
     return int32(_U(_U(other) << _U(16)) | _U(at))
 
 
@@ -208,8 +211,9 @@ def _within(square, candidate, nearer, beyond, limit_gap):
 
 @cuda.jit(device=True, inline=True)
 def _keep(before, square, other, kept, below, my_gaps, my_ids):
-    """The warp's candidates within the limit (``before``) appended to its scratch row (as many as
-    it holds); returns how many it has seen in all."""
+    """The warp's candidates that ``before`` keeps (within the limit; in the narrow observation, by
+    their squares, maybe a few just past it) appended to its scratch row (as many as it holds);
+    returns how many it has seen in all."""
     mask = _U(cuda.ballot_sync(_FULL, before))
     place = _U(kept + _U(cuda.popc(_U(mask & below))))
     if before and place < _U(my_gaps.shape[0]):
@@ -276,8 +280,8 @@ def _write_ranked(
     inverse_speed_scale,
 ):
     """The k nearest of the ``kept`` (k to 32) in the scratch row, each lane's entry ranked
-    (:func:`_rank`): a lane of rank below k writes that slot and its hint (entries as
-    :func:`_unfiled` reads them)."""
+    (:func:`_rank` or :func:`_rank_in_id_order`): a lane of rank below k writes that slot and its
+    hint (entries as :func:`_unfiled` reads them)."""
     if lane < kept and rank < k:
         other, at = _unfiled(my_ids[lane], in_grid)
         _write_slot(row, k, me, other, at, rank, seen, inverse_diagonal, inverse_speed_scale)
@@ -382,11 +386,11 @@ def observe_nearest_by_warps(
     k = _U(slots)
     width = _U(7 * k + 1)
     observer = warp
-    hinted = _lane_hint(hints, observer, count, lane, k)
+    next_hint = _lane_hint(hints, observer, count, lane, k)
     while observer < count:
         row = obs[observer]
-        this_hint = hinted
-        hinted = _lane_hint(hints, _U(observer + _U(_WARPS)), count, lane, k)
+        this_hint = next_hint
+        next_hint = _lane_hint(hints, _U(observer + _U(_WARPS)), count, lane, k)
         if sflag[observer] != 1:
             _blank_row(row, width, lane)
             observer = _U(observer + _U(_WARPS))
@@ -397,12 +401,15 @@ def observe_nearest_by_warps(
         kept = _U(0)
         if limit_square >= float32(0.0):
             # Every agent whose square is up to ``beyond``: all those with a root up to the limit's
-            # (the largest square's root), maybe a few past it.
+            # (the largest square's root), maybe a few past it; an agent not kept has a root past
+            # the limit. ``beyond`` stays finite, so that no agent out of the game (x = inf) or
+            # past the agents (inf or NaN) is kept, even where the limit's square overflows.
             beyond = max(limit_square, float32(1e-36)) * float32(1.0 + 2.0**-20)
+            beyond = min(beyond, _LARGEST)
             for j in range(MAX_AGENTS // 32):
                 other = _U(lane + _U(32 * j))
                 square = squared_gap(ox, oy, sx[other], sy[other])
-                before = (other != observer) & (square <= beyond)  # inf past the agents in the game
+                before = (other != observer) & (square <= beyond)
                 kept = _keep(before, square, other, kept, below, my_gaps, my_ids)
         cuda.syncwarp(_FULL)
         settled = False
@@ -466,10 +473,11 @@ def observe_nearest_in_grid_by_warps(
     memory (:func:`grid_shared_bytes`), with each filed agent's position. A warp takes one
     observer at a time: the cells within the hints' limit (``cell_span``) are a run of the grid's
     order per row of cells; the warp's lanes take the candidates of the rows' runs one after
-    another, 32 at a time, and keep those within the limit as :func:`observe_nearest_by_warps`
-    does. When there are k to 32 of them, their ranks give the k nearest; up to :data:`GRID_KEPT`,
-    k rounds of a warp-wide minimum. Otherwise (no hint in the game, fewer than k or more than
-    :data:`GRID_KEPT` within the limit) the observer is searched again.
+    another, 32 at a time, and keep those within the limit (the hints' farthest distance, told by
+    squares, the root only in a band around its square). When there are k to 32 of them, their
+    ranks by :func:`_rank` give the k nearest (kept in the grid's order, not the ids'); up to
+    :data:`GRID_KEPT`, k rounds of a warp-wide minimum. Otherwise (no hint in the game, fewer than
+    k or more than :data:`GRID_KEPT` within the limit) the observer is searched again.
     The scratch rows hold each kept agent with its place in the grid's order (:func:`_filed`), so
     that the features' x and y come from the grid's copy; the others from the state's rows (``v``,
     ``accel``, ``theta``, ``playing``, ``is_tagger``).
