@@ -379,10 +379,8 @@ class EnvironmentDefinition:
         if not dataclasses.is_dataclass(self.params_type):
             raise TypeError(f"params_type must be a dataclass, got {self.params_type!r}")
         _check_registers("wide_max_registers", self.wide_max_registers, "the backend's cap")
-        observations = self.block_observation
-        if not isinstance(observations, tuple):
-            observations = () if observations is None else (observations,)
-        elif not observations:
+        observations = self.block_observations
+        if isinstance(self.block_observation, tuple) and not observations:
             raise TypeError(
                 f"{self.name}: block_observation must be a non-empty tuple (or one, or None), got ()"
             )
@@ -449,14 +447,19 @@ class EnvironmentDefinition:
             return tuple(self.step_stages)
         return tuple(AgentStage(_phase_of(self.step_agent, phase)) for phase in range(self.num_step_phases))
 
+    @property
+    def block_observations(self) -> tuple:
+        """``block_observation`` as a tuple, narrow to wide (empty for none)."""
+        observations = self.block_observation
+        if isinstance(observations, tuple):
+            return observations
+        return () if observations is None else (observations,)
+
     def block_observation_for(self, num_agents: int) -> BlockObservation | None:
         """The block observation of environments of ``num_agents`` agents: the first (of a tuple)
         whose ``max_agents`` they fit, else None. Its ``applies(params)`` is for the caller to ask
         (an environment that it does not apply to is observed by ``observe_agent``)."""
-        observations = self.block_observation
-        if not isinstance(observations, tuple):
-            observations = () if observations is None else (observations,)
-        for observation in observations:
+        for observation in self.block_observations:
             if num_agents <= observation.agent_limit:
                 return observation
         return None

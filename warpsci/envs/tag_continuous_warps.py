@@ -265,20 +265,9 @@ def _rank_in_id_order(lane, gap, kept, below, my_gaps):
 
 @cuda.jit(device=True, inline=True)
 def _write_ranked(
-    lane,
-    kept,
-    k,
-    rank,
-    my_ids,
-    in_grid,
-    row,
-    me,
-    seen,
-    hints,
-    observer,
-    inverse_diagonal,
+    lane, kept, k, rank, my_ids, in_grid, row, me, seen, hints, observer, inverse_diagonal,
     inverse_speed_scale,
-):
+):  # fmt: skip
     """The k nearest of the ``kept`` (k to 32) in the scratch row, each lane's entry ranked
     (:func:`_rank` or :func:`_rank_in_id_order`): a lane of rank below k writes that slot and its
     hint (entries as :func:`_unfiled` reads them)."""
@@ -421,21 +410,11 @@ def observe_nearest_by_warps(
             gap = _root_kept(lane, kept, my_gaps)
             settled = _U(cuda.popc(_U(cuda.ballot_sync(_FULL, inside)))) >= k
         if settled:
+            rank = _rank_in_id_order(lane, gap, kept, below, my_gaps)
             _write_ranked(
-                lane,
-                kept,
-                k,
-                _rank_in_id_order(lane, gap, kept, below, my_gaps),
-                my_ids,
-                False,
-                row,
-                me,
-                seen,
-                hints,
-                observer,
-                inverse_diagonal,
+                lane, kept, k, rank, my_ids, False, row, me, seen, hints, observer, inverse_diagonal,
                 inverse_speed_scale,
-            )
+            )  # fmt: skip
         else:
             # Every agent a candidate: four a lane.
             g0, i0 = _candidate(lane, 0, observer, count, sx, sy, sflag, ox, oy)
@@ -565,21 +544,11 @@ def observe_nearest_in_grid_by_warps(
         settled = (kept >= k) & (kept <= _U(GRID_KEPT))
         if settled and kept <= _U(32):
             _root_kept(lane, kept, my_gaps)
+            rank = _rank(lane, kept, my_gaps, my_ids)
             _write_ranked(
-                lane,
-                kept,
-                k,
-                _rank(lane, kept, my_gaps, my_ids),
-                my_ids,
-                True,
-                row,
-                me,
-                seen,
-                hints,
-                observer,
-                inverse_diagonal,
+                lane, kept, k, rank, my_ids, True, row, me, seen, hints, observer, inverse_diagonal,
                 inverse_speed_scale,
-            )
+            )  # fmt: skip
         elif settled:
             g0, i0 = _kept_candidate(lane, 0, kept, my_gaps, my_ids)
             g1, i1 = _kept_candidate(lane, 1, kept, my_gaps, my_ids)
