@@ -284,12 +284,17 @@ def test_cuda_kernels_equal_the_cpu_under_the_simulator():
 
 
 def test_the_warp_observation_equals_the_cpu_under_the_simulator():
-    """With ``warpsci.simulated_warps`` the simulator runs the block observations (a warp per
-    observer, its shuffles and ballots emulated): after every step equal to the CPU backend's
-    ``observe_agent``, on test5's game, on a crowded one with tags, resets and k = 4, and on a
-    crowded one of 140 agents (wider than the block: the grid's warps)."""
+    """With ``warpsci.simulated_warps`` the simulator runs the block observations (its shuffles
+    and ballots emulated): after every step equal to the CPU backend's ``observe_agent``, on
+    test5's game and on a crowded one with tags, resets and k = 4 (a thread per observer), on the
+    crowded one with k = 11 (above THREAD_SLOTS: a warp per observer), and on a crowded one of 140
+    agents (wider than the block: the grid's warps)."""
+    from warpsci.envs.tag_continuous_threads import THREAD_SLOTS
+
     crowded = {**TEST5, "num_taggers": 3, "num_runners": 9, "grid_length": 1.0,
                "num_other_agents_observed": 4, "tagging_distance": 0.1, "episode_length": 5}  # fmt: skip
+    crowded_by_warps = {**crowded, "num_other_agents_observed": THREAD_SLOTS + 1, "episode_length": 3}
+    assert TEST5["num_other_agents_observed"] <= THREAD_SLOTS
     # Wider than a block: the grid's warps, and observe_agent for the observers they leave.
     wide = {"num_taggers": 4, "num_runners": 136, "grid_length": 1.0, "use_full_observation": False,
             "num_other_agents_observed": 4, "tagging_distance": 0.03, "episode_length": 4,
@@ -303,8 +308,9 @@ def test_the_warp_observation_equals_the_cpu_under_the_simulator():
         print("block before", CudaKernels(TAG_CONTINUOUS, 2, 5).observes_by_block)
         simulated_warps.enable()
         print("block after", CudaKernels(TAG_CONTINUOUS, 2, 5).observes_by_block)
-        for params in ({dict(TEST5, episode_length=6)!r}, {crowded!r}):
-            report = check_parity("TagContinuous-v0", num_envs=2, steps=6, atol=1e-5, params=params)
+        for envs, steps, params in ((2, 6, {dict(TEST5, episode_length=6)!r}), (2, 6, {crowded!r}),
+                                    (1, 4, {crowded_by_warps!r})):
+            report = check_parity("TagContinuous-v0", num_envs=envs, steps=steps, atol=1e-5, params=params)
             print("warps", report.ok, report.episodes_ended)
         print("wide block", CudaKernels(TAG_CONTINUOUS, 1, 140).observes_by_block)
         report = check_parity("TagContinuous-v0", num_envs=1, steps=6, atol=1e-5, params={wide!r})
@@ -316,8 +322,8 @@ def test_the_warp_observation_equals_the_cpu_under_the_simulator():
     assert "block before False" in completed.stdout and "block after True" in completed.stdout
     assert "wide block True" in completed.stdout
     lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("warps")]
-    assert len(lines) == 3
-    for (_, ok, episodes), least in zip(lines, (2, 2, 1), strict=True):
+    assert len(lines) == 4
+    for (_, ok, episodes), least in zip(lines, (2, 2, 1, 1), strict=True):
         assert ok == "True"
         assert int(episodes) >= least
 

@@ -80,6 +80,7 @@ from warpsci.envs.tag_continuous_order import (
     comes_after,
     gap_between,
 )
+from warpsci.envs.tag_continuous_threads import THREAD_SLOTS, observe_nearest_by_threads
 from warpsci.envs.tag_continuous_warps import MAX_AGENTS as MAX_WARP_AGENTS
 from warpsci.envs.tag_continuous_warps import MAX_GRID_AGENTS as MAX_WARP_GRID_AGENTS
 from warpsci.envs.tag_continuous_warps import MAX_OBSERVED as MAX_WARP_OBSERVED
@@ -986,12 +987,20 @@ def observe_each_agent(state, params, obs, env):
 @cuda.jit(device=True)
 def observe_by_block(state, params, obs, env):
     """The block observation of games of up to :data:`MAX_WARP_AGENTS` agents (CUDA,
-    :data:`tag_continuous_warps.THREADS` threads an environment): partial observations by a warp
-    per observer (:func:`observe_nearest_by_warps`), full ones by ``observe_agent``, an agent a
-    thread. The same observations as ``observe_agent``."""
+    :data:`tag_continuous_warps.THREADS` threads an environment): partial observations of up to
+    :data:`THREAD_SLOTS` others by a thread per observer (:func:`observe_nearest_by_threads`), of
+    more by a warp per observer (:func:`observe_nearest_by_warps`); full ones by ``observe_agent``,
+    an agent a thread. The same observations as ``observe_agent``."""
     slots = params.num_other_agents_observed
     if params.use_full_observation or slots > MAX_WARP_OBSERVED:
         observe_each_agent(state, params, obs, env)
+        return
+    if slots <= THREAD_SLOTS:
+        observe_nearest_by_threads(
+            state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env],
+            state.in_game_before[env], params.is_tagger, state.nearest_hint[env], obs[env], slots,
+            observed_time(state, params, env), params.inverse_diagonal, params.inverse_speed_scale,
+        )  # fmt: skip
         return
     observe_nearest_by_warps(
         state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env],
@@ -1085,12 +1094,13 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     # registers (H100, 2,000 x 1,000, every step observed, env steps/s: 64 302K, 80 361K, 96 374K,
     # uncapped 359K).
     wide_max_registers=96,
-    # On CUDA, partial observations of games of up to 128 agents are written by a warp per
-    # observer, in kernels capped at 56 registers (H100, 2,000 x 110, every step observed, replayed
-    # from a CUDA graph, env steps/s: 10.15M, uncapped 9.11M-9.16M, 64 registers 10.05M, 48 9.78M;
-    # observe_agent 4.36M); those of wider games searched in the grid by a warp per observer too.
+    # On CUDA, partial observations of games of up to 128 agents are written by a thread per
+    # observer (up to 10 others) or a warp per observer, in kernels capped at 64 registers (H100,
+    # 2,000 x 110, k = 10, every step observed, replayed from a CUDA graph, env steps/s: 16.2M, 56
+    # registers 15.3M; a warp per observer at 56 registers 12.7M; observe_agent 4.36M); those of
+    # wider games searched in the grid by a warp per observer.
     block_observation=(
-        BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=56),
+        BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=64),
         BlockObservation(
             observe_wide_by_block,
             threads=WARP_THREADS,

@@ -8,7 +8,9 @@ The per-agent observation (``tag_continuous.observe_agent``) gives each thread a
 32 threads search 32 observers' candidates in step, each with its own k-nearest list in
 thread-local memory, and most of a warp's threads wait while a few insert (H100, 2,000 x 110,
 k = 10: 11 to 15 of 32 busy). Here a block of :data:`THREADS` threads holds one environment and a
-warp takes one observer at a time:
+warp takes one observer at a time (the narrow games' block observation takes this path for more
+than ``tag_continuous_threads.THREAD_SLOTS`` others, and a thread per observer, with its own
+steps, for fewer: :mod:`warpsci.envs.tag_continuous_threads`):
 
 - the block copies the agents' positions, speeds, accelerations, headings, flags and types into
   shared memory, an agent out of the game at x = inf (no distance keeps it);
@@ -95,7 +97,7 @@ def _unfiled(entry, in_grid):
 
 
 @cuda.jit(device=True, inline=True)
-def _write_slot(row, slots, me, other, at, slot, seen, inverse_diagonal, inverse_speed_scale):
+def write_slot(row, slots, me, other, at, slot, seen, inverse_diagonal, inverse_speed_scale):
     """Slot ``slot`` of the observer's ``row``: agent ``other``'s seven features from ``seen`` (x
     and y at its place ``at``; v, accel, theta, flag, type by its id), relative to ``me`` (the
     observer's first five)."""
@@ -112,7 +114,7 @@ def _write_slot(row, slots, me, other, at, slot, seen, inverse_diagonal, inverse
 
 
 @cuda.jit(device=True, inline=True)
-def _candidate(lane, j, observer, count, sx, sy, sflag, x, y):
+def lane_candidate(lane, j, observer, count, sx, sy, sflag, x, y):
     """The lane's ``j``-th candidate as ``(distance, id)``, or ``(inf, NO_AGENT)`` where there is
     none (past the agents, the observer, out of the game)."""
     other = _U(lane + _U(32) * _U(j))
@@ -187,6 +189,16 @@ def _hinted_limit(hinted, observer, count, xs, ys, flags, ox, oy):
     if hint_square < float32(0.0):
         return float32(-1.0)
     return float32(math.sqrt(hint_square))
+
+
+@cuda.jit(device=True, inline=True)
+def squares_kept(limit_square):
+    """``beyond``: the largest squared distance kept for a limit of square ``limit_square`` (at
+    least 0): every square whose root is up to the limit's root, maybe a few past it. It stays
+    finite, so that no agent out of the game (x = inf) or past the agents (inf or NaN) is kept,
+    even where the limit's square overflows."""
+    beyond = max(limit_square, float32(1e-36)) * float32(1.0 + 2.0**-20)
+    return min(beyond, _LARGEST)
 
 
 @cuda.jit(device=True, inline=True)
@@ -273,12 +285,12 @@ def _write_ranked(
     hint (entries as :func:`_unfiled` reads them)."""
     if lane < kept and rank < k:
         other, at = _unfiled(my_ids[lane], in_grid)
-        _write_slot(row, k, me, other, at, rank, seen, inverse_diagonal, inverse_speed_scale)
+        write_slot(row, k, me, other, at, rank, seen, inverse_diagonal, inverse_speed_scale)
         hints[observer, rank] = other
 
 
 @cuda.jit(device=True, inline=True)
-def _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3):
+def select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3):
     """The k nearest of each lane's four candidates ``(gap, id)`` (none: ``(inf, NO_AGENT)``, ids
     otherwise distinct), held in registers: each lane puts its four in order (a sorting network),
     then each of k rounds takes the warp-wide nearest of the lanes' first (a butterfly), and the
@@ -308,12 +320,12 @@ def _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3):
 def _write_selected(
     lane, k, mine, in_grid, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
 ):
-    """Lane ``slot < k`` writes its slot of :func:`_select_nearest`'s choice (zeros for none) and
+    """Lane ``slot < k`` writes its slot of :func:`select_nearest`'s choice (zeros for none) and
     its hint (``mine`` as :func:`_unfiled` reads it)."""
     if lane < k:
         if mine != NO_AGENT:
             other, at = _unfiled(mine, in_grid)
-            _write_slot(row, k, me, other, at, lane, seen, inverse_diagonal, inverse_speed_scale)
+            write_slot(row, k, me, other, at, lane, seen, inverse_diagonal, inverse_speed_scale)
             hints[observer, lane] = other
         else:
             for feature in range(7):
@@ -391,10 +403,8 @@ def observe_nearest_by_warps(
         if limit_square >= float32(0.0):
             # Every agent whose square is up to ``beyond``: all those with a root up to the limit's
             # (the largest square's root), maybe a few past it; an agent not kept has a root past
-            # the limit. ``beyond`` stays finite, so that no agent out of the game (x = inf) or
-            # past the agents (inf or NaN) is kept, even where the limit's square overflows.
-            beyond = max(limit_square, float32(1e-36)) * float32(1.0 + 2.0**-20)
-            beyond = min(beyond, _LARGEST)
+            # the limit.
+            beyond = squares_kept(limit_square)
             for j in range(MAX_AGENTS // 32):
                 other = _U(lane + _U(32 * j))
                 square = squared_gap(ox, oy, sx[other], sy[other])
@@ -417,11 +427,11 @@ def observe_nearest_by_warps(
             )  # fmt: skip
         else:
             # Every agent a candidate: four a lane.
-            g0, i0 = _candidate(lane, 0, observer, count, sx, sy, sflag, ox, oy)
-            g1, i1 = _candidate(lane, 1, observer, count, sx, sy, sflag, ox, oy)
-            g2, i2 = _candidate(lane, 2, observer, count, sx, sy, sflag, ox, oy)
-            g3, i3 = _candidate(lane, 3, observer, count, sx, sy, sflag, ox, oy)
-            mine = _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
+            g0, i0 = lane_candidate(lane, 0, observer, count, sx, sy, sflag, ox, oy)
+            g1, i1 = lane_candidate(lane, 1, observer, count, sx, sy, sflag, ox, oy)
+            g2, i2 = lane_candidate(lane, 2, observer, count, sx, sy, sflag, ox, oy)
+            g3, i3 = lane_candidate(lane, 3, observer, count, sx, sy, sflag, ox, oy)
+            mine = select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
             _write_selected(
                 lane, k, mine, False, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
             )
@@ -554,7 +564,7 @@ def observe_nearest_in_grid_by_warps(
             g1, i1 = _kept_candidate(lane, 1, kept, my_gaps, my_ids)
             g2, i2 = _kept_candidate(lane, 2, kept, my_gaps, my_ids)
             g3, i3 = _kept_candidate(lane, 3, kept, my_gaps, my_ids)
-            mine = _select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
+            mine = select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
             _write_selected(
                 lane, k, mine, True, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
             )

@@ -1,0 +1,270 @@
+"""Tag continuous's partial observations on CUDA by a thread per observer, for games of up to
+:data:`~warpsci.envs.tag_continuous_warps.MAX_AGENTS` agents that observe up to
+:data:`THREAD_SLOTS` others (the published and tutorial configurations observe 10): the block
+observation's narrow path (:func:`observe_nearest_by_threads`). More others are observed by a warp
+per observer (:func:`warpsci.envs.tag_continuous_warps.observe_nearest_by_warps`).
+
+A block of :data:`~warpsci.envs.tag_continuous_warps.THREADS` threads holds one environment and
+each thread one observer:
+
+- the block copies the agents' positions (an agent out of the game at x = inf: no distance keeps
+  it) and the features the rows show into shared memory;
+- each thread takes the limit from its observer's hints (the k nearest it found the step before):
+  the largest squared distance of those still in the game;
+- it marks, 32 agents to a word of bits, the agents whose squares lie up to the limit's (widened
+  past rounding, :func:`~warpsci.envs.tag_continuous_warps.squares_kept`): four positions a load,
+  no branch;
+- it walks the marked agents in id order and keeps the k nearest in registers, sorted by distance
+  (an agent goes after those as near: ties to the lower id). When k of the marked lie within the
+  limit, the k nearest are among them;
+- the observers left (no hint in the game, fewer than k within the limit) are searched by the
+  whole warp, every agent a candidate
+  (:func:`~warpsci.envs.tag_continuous_warps.select_nearest`);
+- the warp then writes its 32 rows and hints, its lanes in groups of k: a group an observer, a
+  lane a slot.
+
+On an H100 at 2,000 x 110 (k = 10) the warp per observer spent about 350 warp instructions an
+observer, this about 200 (BENCHMARKS.md, 2026-11-26, eighth session). It writes what
+``observe_agent`` writes, bit for bit; the GPU tests check it (``tests/test_tag_continuous_gpu.py``),
+and so does Numba's CUDA simulator on small games (``tests/test_tag_continuous.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import config, cuda, float32, int32
+
+from warpsci.envs.tag_continuous_order import NO_AGENT, squared_gap
+from warpsci.envs.tag_continuous_warps import (
+    THREADS,
+    lane_candidate,
+    select_nearest,
+    squares_kept,
+    write_slot,
+)
+
+#: The most others (k) observed a thread per observer: each thread keeps its observer's nearest
+#: in 2 x THREAD_SLOTS registers.
+THREAD_SLOTS = 10
+_U = np.uint32
+_FULL = 0xFFFFFFFF
+_FAR = float32(np.inf)
+# The shared feature table: a row per value (x, y, v, accel, theta, type, flag), a column per agent
+# and a last column of zeros (a missing slot's); rows one longer than the threads, so that one
+# agent's values lie in distinct banks.
+_ROW = THREADS + 1
+_FEATURES = 7
+_TABLE = _FEATURES * _ROW
+# A missing slot (no agent) in the chosen ids: the zero column.
+_MISSING = THREADS
+_CHOSEN = THREAD_SLOTS * THREADS
+# 16-byte aligned position rows, read four at a time (the simulator takes no alignment).
+_VECTORS = None if config.ENABLE_CUDASIM else 16
+
+
+@cuda.jit(device=True, inline=True)
+def _hints_square(observer, k, hints, count, px, py, flags, ox, oy):
+    """The square of the hints' limit of ``observer`` at ``(ox, oy)``: the largest squared distance
+    of its hinted agents in the game, -1 when none is."""
+    limit_square = float32(-1.0)
+    slot = _U(0)
+    while slot < k:
+        hinted = _U(hints[observer, slot])
+        if hinted < count and hinted != observer and flags[hinted] == 1:
+            limit_square = max(limit_square, squared_gap(ox, oy, px[hinted], py[hinted]))
+        slot = _U(slot + _U(1))
+    return limit_square
+
+
+@cuda.jit(device=True, inline=True)
+def _marked(word, px, py, ox, oy, beyond):
+    """Bit ``b`` set where agent ``32 word + b`` lies at a squared distance up to ``beyond``."""
+    bits = _U(0)
+    bit = _U(1)
+    other = _U(word * _U(32))
+    while bit != _U(0):
+        if squared_gap(ox, oy, px[other], py[other]) <= beyond:
+            bits = _U(bits | bit)
+        bit = _U(bit << _U(1))
+        other = _U(other + _U(1))
+    return bits
+
+
+@cuda.jit(device=True, inline=True)
+def _insert(gaps, ids, gap, other):
+    """``(gap, other)`` into the registers ``gaps`` and ``ids``, nearest first, after those as near
+    (the agents come in id order); the farthest falls off."""
+    for slot in range(THREAD_SLOTS - 1, 0, -1):
+        before_previous = gap < gaps[slot - 1]
+        here = gap < gaps[slot]
+        new_gap = gaps[slot - 1] if before_previous else (gap if here else gaps[slot])
+        new_id = ids[slot - 1] if before_previous else (other if here else ids[slot])
+        gaps[slot] = new_gap
+        ids[slot] = new_id
+    if gap < gaps[0]:
+        gaps[0] = gap
+        ids[0] = other
+
+
+@cuda.jit(device=True, inline=True)
+def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
+    """The k nearest others of the thread's observer at ``(ox, oy)`` among the agents within
+    :func:`squares_kept` of ``limit_square``, if k of them lie within the limit itself: their ids
+    into rows ``0 .. k-1`` of the thread's column of ``chosen``. Returns whether they are there."""
+    beyond = squares_kept(limit_square)
+    gaps = cuda.local.array(THREAD_SLOTS, float32)
+    ids = cuda.local.array(THREAD_SLOTS, int32)
+    for slot in range(THREAD_SLOTS):
+        gaps[slot] = _FAR
+        ids[slot] = _MISSING
+    within = _U(0)
+    word = _U(0)
+    while _U(word * _U(32)) < count:
+        bits = _marked(word, px, py, ox, oy, beyond)
+        if _U(tid >> _U(5)) == word:
+            bits = _U(bits & ~_U(_U(1) << _U(tid & _U(31))))
+        while bits != _U(0):
+            other = _U(_U(word * _U(32)) + _U(cuda.ffs(bits) - 1))
+            bits = _U(bits & _U(bits - _U(1)))
+            square = squared_gap(ox, oy, px[other], py[other])
+            within = _U(within + _U(square <= limit_square))
+            _insert(gaps, ids, float32(math.sqrt(square)), int32(other))
+        word = _U(word + _U(1))
+    settled = within >= k
+    if settled:
+        for slot in range(THREAD_SLOTS):
+            if _U(slot) < k:
+                chosen[_U(_U(slot * THREADS) + tid)] = ids[slot]
+    return settled
+
+
+@cuda.jit(device=True, inline=True)
+def _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled):
+    """The k nearest of each observer in the warp's ``unsettled`` mask (a bit a lane's observer),
+    searched by the whole warp, every agent a candidate: their ids (or a missing slot's) into rows
+    ``0 .. k-1`` of the observer's column of ``chosen``."""
+    while unsettled != _U(0):
+        rest = _U(unsettled & _U(unsettled - _U(1)))
+        observer = _U(_U(warp << _U(5)) + _U(cuda.popc(_U(_U(unsettled ^ rest) - _U(1)))))
+        unsettled = rest
+        ox, oy = xs[observer], ys[observer]
+        g0, i0 = lane_candidate(lane, 0, observer, count, xs, ys, flags, ox, oy)
+        g1, i1 = lane_candidate(lane, 1, observer, count, xs, ys, flags, ox, oy)
+        g2, i2 = lane_candidate(lane, 2, observer, count, xs, ys, flags, ox, oy)
+        g3, i3 = lane_candidate(lane, 3, observer, count, xs, ys, flags, ox, oy)
+        mine = select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
+        if lane < k:
+            chosen[_U(_U(lane * _U(THREADS)) + observer)] = _MISSING if mine == NO_AGENT else mine
+
+
+@cuda.jit(device=True, inline=True)
+def _write_warp_rows(
+    lane, warp, count, k, feats, flags, chosen, obs, hints, time, inverse_diagonal, inverse_speed_scale
+):
+    """The rows and hints of the warp's observers from the ids in ``chosen``: the lanes in groups
+    of k, a group an observer and a lane a slot (so that a group's stores of a feature are k
+    consecutive entries); an observer out of the game sees zeros and its hints stay."""
+    first = _U(warp << _U(5))
+    last = min(_U(first + _U(32)), count)
+    groups = _U(_U(32) // k)
+    group = _U(lane // k)
+    slot = _U(lane - group * k)
+    seen = (
+        feats[0:_ROW],
+        feats[_ROW : 2 * _ROW],
+        feats[2 * _ROW : 3 * _ROW],
+        feats[3 * _ROW : 4 * _ROW],
+        feats[4 * _ROW : 5 * _ROW],
+        feats[6 * _ROW : 7 * _ROW],
+        feats[5 * _ROW : 6 * _ROW],
+    )
+    start = first
+    while start < last:
+        observer = _U(start + group)
+        if group < groups and observer < last:
+            row = obs[observer]
+            other = _U(chosen[_U(_U(slot * _U(THREADS)) + observer)])
+            if other != _U(_MISSING):
+                me = (
+                    seen[0][observer],
+                    seen[1][observer],
+                    seen[2][observer],
+                    seen[3][observer],
+                    seen[4][observer],
+                )
+                write_slot(row, k, me, other, other, slot, seen, inverse_diagonal, inverse_speed_scale)
+            else:
+                for feature in range(_FEATURES):
+                    row[_U(_U(feature) * k + slot)] = float32(0.0)
+            in_game = flags[observer] == 1
+            if slot == _U(0):
+                row[_U(_FEATURES * k)] = time if in_game else float32(0.0)
+            if in_game:
+                hints[observer, slot] = NO_AGENT if other == _U(_MISSING) else int32(other)
+        start = _U(start + groups)
+
+
+@cuda.jit(device=True)
+def observe_nearest_by_threads(
+    x, y, v, accel, theta, playing, is_tagger, hints, obs, slots, time, inverse_diagonal, inverse_speed_scale
+):
+    """Every observer's row of one environment, as
+    :func:`~warpsci.envs.tag_continuous_warps.observe_nearest_by_warps` writes it (the same
+    arguments), for at most :data:`THREAD_SLOTS` slots: a thread per observer (the module's
+    steps). Called by every thread of a block of
+    :data:`~warpsci.envs.tag_continuous_warps.THREADS`."""
+    tid = _U(cuda.threadIdx.x)
+    lane = _U(tid & _U(31))
+    warp = _U(tid >> _U(5))
+    count = _U(x.shape[0])
+    feats = cuda.shared.array(_TABLE, float32)
+    px = cuda.shared.array(THREADS, float32, alignment=_VECTORS)
+    py = cuda.shared.array(THREADS, float32, alignment=_VECTORS)
+    flags = cuda.shared.array(THREADS, int32)
+    chosen = cuda.shared.array(_CHOSEN, int32)
+    xs = feats[0:_ROW]
+    ys = feats[_ROW : 2 * _ROW]
+    in_game = False
+    if tid < count:
+        flag = playing[tid]
+        in_game = flag == 1
+        here_x = x[tid] if in_game else _FAR
+        here_y = y[tid]
+        feats[tid] = here_x
+        feats[_U(_ROW + tid)] = here_y
+        feats[_U(2 * _ROW + tid)] = v[tid]
+        feats[_U(3 * _ROW + tid)] = accel[tid]
+        feats[_U(4 * _ROW + tid)] = theta[tid]
+        feats[_U(5 * _ROW + tid)] = float32(is_tagger[tid])
+        feats[_U(6 * _ROW + tid)] = float32(flag)
+        px[tid] = here_x
+        py[tid] = here_y
+        flags[tid] = flag
+    else:
+        feats[tid] = _FAR
+        px[tid] = _FAR
+        py[tid] = _FAR
+        flags[tid] = 0
+    if tid < _U(_FEATURES):
+        feats[_U(tid * _U(_ROW) + _U(THREADS))] = float32(0.0)
+    cuda.syncthreads()
+    k = _U(slots)
+    settled = False
+    if in_game:
+        ox, oy = xs[tid], ys[tid]
+        limit_square = _hints_square(tid, k, hints, count, px, py, flags, ox, oy)
+        if limit_square >= float32(0.0):
+            settled = _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen)
+    else:
+        slot = _U(0)
+        while slot < k:
+            chosen[_U(_U(slot * _U(THREADS)) + tid)] = _MISSING
+            slot = _U(slot + _U(1))
+    unsettled = _U(cuda.ballot_sync(_FULL, in_game and not settled))
+    _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled)
+    cuda.syncwarp(_FULL)
+    _write_warp_rows(
+        lane, warp, count, k, feats, flags, chosen, obs, hints, time, inverse_diagonal, inverse_speed_scale
+    )
