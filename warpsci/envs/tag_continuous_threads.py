@@ -51,13 +51,12 @@ THREAD_SLOTS = 10
 _U = np.uint32
 _FULL = 0xFFFFFFFF
 _FAR = float32(np.inf)
-# The shared feature table: a row per value (x, y, v, accel, theta, type, flag), a column per agent
-# and a last column of zeros (a missing slot's); rows one longer than the threads, so that one
-# agent's values lie in distinct banks.
+# The shared feature table: a row per value (x, y, v, accel, theta, type, flag), a column per agent;
+# rows one longer than the threads, so that one agent's values lie in distinct banks.
 _ROW = THREADS + 1
 _FEATURES = 7
 _TABLE = _FEATURES * _ROW
-# A missing slot (no agent) in the chosen ids: the zero column.
+# A missing slot (no agent) in the chosen ids: past every agent.
 _MISSING = THREADS
 _CHOSEN = THREAD_SLOTS * THREADS
 # 16-byte aligned position rows, read four at a time (the simulator takes no alignment).
@@ -80,7 +79,8 @@ def _hints_square(observer, k, hints, count, px, py, flags, ox, oy):
 
 @cuda.jit(device=True, inline=True)
 def _marked(word, px, py, ox, oy, beyond):
-    """Bit ``b`` set where agent ``32 word + b`` lies at a squared distance up to ``beyond``."""
+    """Bit ``b`` set where agent ``32 word + b`` lies at a squared distance up to ``beyond`` (the
+    positions past the agents are inf: none is marked)."""
     bits = _U(0)
     bit = _U(1)
     other = _U(word * _U(32))
@@ -247,8 +247,6 @@ def observe_nearest_by_threads(
         px[tid] = _FAR
         py[tid] = _FAR
         flags[tid] = 0
-    if tid < _U(_FEATURES):
-        feats[_U(tid * _U(_ROW) + _U(THREADS))] = float32(0.0)
     cuda.syncthreads()
     k = _U(slots)
     settled = False
