@@ -159,7 +159,7 @@ def test_a_block_observation_takes_whole_warps():
             ValueError, match=r"must go from narrow to wide .* got agent limits \[(2048, 128|128, 128)\]"
         ):
             dataclasses.replace(definition, block_observation=wrong)
-    assert narrow.max_registers == 56
+    assert narrow.max_registers == 64
     with pytest.raises(ValueError, match="block_observation must be True or False, got 'no'"):
         warpsci.make("TagContinuous-v0", num_envs=1, block_observation="no")
     for wrong in (8, 300, 56.0, True):
