@@ -1,5 +1,6 @@
-"""TagContinuous-v0's block observation on a GPU (needs a CUDA GPU; skipped without): a warp per
-observer (:mod:`warpsci.envs.tag_continuous_warps`) writes, bit for bit, the observations and hints
+"""TagContinuous-v0's block observation on a GPU (needs a CUDA GPU; skipped without): a thread per
+observer (:mod:`warpsci.envs.tag_continuous_threads`, up to 10 others) or a warp per observer
+(:mod:`warpsci.envs.tag_continuous_warps`) writes, bit for bit, the observations and hints
 that the per-agent ``observe_agent`` writes, step after step of random play with tags, runners
 leaving and resets, after ``step`` and after ``random_rollout``, for the published game (scan and
 grid), small and crowded ones, k from 1 to 32, 128 agents, and wider games in the neighbour grid
@@ -102,6 +103,45 @@ def test_block_observation_equals_observe_agent(game):
         tagged += int((~by_block.buffers.active).sum())
     if "tags often" in game or "crowded" in game:
         assert tagged > 0  # runners left the game on the way
+
+
+@pytest.mark.parametrize("game", ["published", "crowded, k = 32", "1,000 agents, neighbour grid"])
+def test_lattice_positions_and_any_hints_give_what_observe_agent_gives(game):
+    """Agents on a lattice (many exactly equal distances, pairs at one point) and hints of any
+    kind (out of range, negative, repeated, the observer itself, NO_AGENT, SEARCH_AGAIN): after a
+    step in which nobody moves, the block observation writes what ``observe_agent`` writes, bit for
+    bit, observations and hints, three times over."""
+    by_block, by_agent = _env(GAMES[game], True), _env(GAMES[game], False)
+    by_block.reset(seed=3)
+    by_agent.reset(seed=3)
+    envs, agents = by_block.state_tensors["x"].shape
+    spacing = float(by_block.params.grid_length) / 16
+    ids = torch.arange(agents, device="cuda")
+    generator = torch.Generator(device="cuda").manual_seed(7)
+    for _ in range(3):
+        shift = torch.randint(0, 16, (envs, 1), generator=generator, device="cuda")
+        x = ((ids + shift) % 12).float() * spacing
+        y = (((ids + shift) // 12) % 9).float() * spacing
+        hint_shape = by_block.state_tensors["nearest_hint"].shape
+        hints = torch.randint(
+            -3, agents + 3, hint_shape, generator=generator, device="cuda", dtype=torch.int32
+        )
+        hints[..., 1] = hints[..., 0]  # repeated
+        hints[:, :, 2] = ids.to(torch.int32)  # the observer itself
+        hints[:, ::3, 3] = 2**31 - 1  # NO_AGENT
+        hints[:, ::5, 4] = 2**31 - 2  # SEARCH_AGAIN
+        for env in (by_block, by_agent):
+            env.state_tensors["x"].copy_(x)
+            env.state_tensors["y"].copy_(y)
+            env.state_tensors["v"].zero_()
+            env.state_tensors["accel"].zero_()
+            env.state_tensors["nearest_hint"].copy_(hints)
+            env.actions_buffer.zero_()  # no acceleration change, no turn: nobody moves
+            env.step_in_place()
+        torch.cuda.synchronize()
+        assert torch.equal(by_block.state_tensors["x"], x)  # still on the lattice
+        assert torch.equal(by_block.buffers.obs, by_agent.buffers.obs)
+        assert torch.equal(by_block.state_tensors["nearest_hint"], by_agent.state_tensors["nearest_hint"])
 
 
 @cuda.jit(device=True)

@@ -24,7 +24,7 @@ each thread one observer:
   lane a slot.
 
 On an H100 at 2,000 x 110 (k = 10) the warp per observer spent about 350 warp instructions an
-observer, this about 200 (BENCHMARKS.md, 2026-11-26, eighth session). It writes what
+observer, this about 190 (BENCHMARKS.md, 2026-11-26, eighth session). It writes what
 ``observe_agent`` writes, bit for bit; the GPU tests check it (``tests/test_tag_continuous_gpu.py``),
 and so does Numba's CUDA simulator on small games (``tests/test_tag_continuous.py``).
 """
