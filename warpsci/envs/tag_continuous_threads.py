@@ -194,7 +194,21 @@ def _write_warp_rows(
                     seen[3][observer],
                     seen[4][observer],
                 )
-                write_slot(row, k, me, other, other, slot, seen, inverse_diagonal, inverse_speed_scale)
+                if k == _U(THREAD_SLOTS):
+                    # k known here: the slot's seven entries at fixed offsets from its first.
+                    write_slot(
+                        row[slot:],
+                        THREAD_SLOTS,
+                        me,
+                        other,
+                        other,
+                        0,
+                        seen,
+                        inverse_diagonal,
+                        inverse_speed_scale,
+                    )
+                else:
+                    write_slot(row, k, me, other, other, slot, seen, inverse_diagonal, inverse_speed_scale)
             else:
                 for feature in range(_FEATURES):
                     row[_U(_U(feature) * k + slot)] = float32(0.0)
