@@ -1096,9 +1096,10 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     wide_max_registers=96,
     # On CUDA, partial observations of games of up to 128 agents are written by a thread per
     # observer (up to 10 others) or a warp per observer, in kernels capped at 64 registers (H100,
-    # 2,000 x 110, k = 10, every step observed, replayed from a CUDA graph, env steps/s: 16.2M, 56
-    # registers 15.3M; a warp per observer at 56 registers 12.7M; observe_agent 4.36M); those of
-    # wider games searched in the grid by a warp per observer.
+    # 2,000 x 110, k = 10, every step observed, replayed from a CUDA graph, env steps/s: 16.2M
+    # before the fixed offsets of k = 10, 15.3M at 56 registers; a warp per observer at 56
+    # registers 12.7M; observe_agent 4.36M); those of wider games searched in the grid by a warp
+    # per observer.
     block_observation=(
         BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=64),
         BlockObservation(
