@@ -39,6 +39,7 @@ from numba import config, cuda, float32, int32
 from warpsci.envs.tag_continuous_order import NO_AGENT, squared_gap
 from warpsci.envs.tag_continuous_warps import (
     THREADS,
+    blank_slot,
     lane_candidate,
     select_nearest,
     squares_kept,
@@ -210,8 +211,7 @@ def _write_warp_rows(
                 else:
                     write_slot(row, k, me, other, other, slot, seen, inverse_diagonal, inverse_speed_scale)
             else:
-                for feature in range(_FEATURES):
-                    row[_U(_U(feature) * k + slot)] = float32(0.0)
+                blank_slot(row, k, slot)
             in_game = flags[observer] == 1
             if slot == _U(0):
                 row[_U(_FEATURES * k)] = time if in_game else float32(0.0)

@@ -114,6 +114,13 @@ def write_slot(row, slots, me, other, at, slot, seen, inverse_diagonal, inverse_
 
 
 @cuda.jit(device=True, inline=True)
+def blank_slot(row, slots, slot):
+    """Zeros in slot ``slot`` of ``row`` (``slots`` slots): a slot with nobody."""
+    for feature in range(7):
+        row[_U(_U(feature) * _U(slots) + slot)] = float32(0.0)
+
+
+@cuda.jit(device=True, inline=True)
 def lane_candidate(lane, j, observer, count, sx, sy, sflag, x, y):
     """The lane's ``j``-th candidate as ``(distance, id)``, or ``(inf, NO_AGENT)`` where there is
     none (past the agents, the observer, out of the game)."""
@@ -328,8 +335,7 @@ def _write_selected(
             write_slot(row, k, me, other, at, lane, seen, inverse_diagonal, inverse_speed_scale)
             hints[observer, lane] = other
         else:
-            for feature in range(7):
-                row[_U(_U(feature) * k + lane)] = float32(0.0)
+            blank_slot(row, k, lane)
             hints[observer, lane] = NO_AGENT
 
 
