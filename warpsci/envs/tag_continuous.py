@@ -80,7 +80,11 @@ from warpsci.envs.tag_continuous_order import (
     comes_after,
     gap_between,
 )
-from warpsci.envs.tag_continuous_threads import THREAD_SLOTS, observe_nearest_by_threads
+from warpsci.envs.tag_continuous_threads import (
+    THREAD_SLOTS,
+    observe_nearest_by_threads,
+    observe_nearest_in_grid_by_threads,
+)
 from warpsci.envs.tag_continuous_warps import MAX_AGENTS as MAX_WARP_AGENTS
 from warpsci.envs.tag_continuous_warps import MAX_GRID_AGENTS as MAX_WARP_GRID_AGENTS
 from warpsci.envs.tag_continuous_warps import MAX_OBSERVED as MAX_WARP_OBSERVED
@@ -1010,15 +1014,27 @@ def observe_by_block(state, params, obs, env):
 
 
 @cuda.jit(device=True)
-def observe_in_grid_by_warps(state, params, obs, env):
-    """The grid's warps (:func:`observe_nearest_in_grid_by_warps`) over the environment's state:
-    the observers they settle, and :data:`SEARCH_AGAIN` in the first hint of the others."""
+def observe_in_grid_by_block(state, params, obs, env):
+    """The grid's block observation over the environment's state, by a thread per observer
+    (:func:`observe_nearest_in_grid_by_threads`) for up to :data:`THREAD_SLOTS` others, by a warp
+    per observer (:func:`observe_nearest_in_grid_by_warps`) for more: the observers they settle,
+    and :data:`SEARCH_AGAIN` in the first hint of the others."""
+    slots = params.num_other_agents_observed
+    if slots <= THREAD_SLOTS:
+        observe_nearest_in_grid_by_threads(
+            state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env],
+            state.in_game_before[env], params.is_tagger, state.nearest_hint[env], obs[env], slots,
+            observed_time(state, params, env), params.inverse_diagonal, params.inverse_speed_scale,
+            state.cell_agents[env], state.cell_start[env], params.grid_cells, params.grid_inverse_cell,
+            params.grid_length,
+        )  # fmt: skip
+        return
     observe_nearest_in_grid_by_warps(
         state.x[env], state.y[env], state.v[env], state.accel[env], state.theta[env],
-        state.in_game_before[env], params.is_tagger, state.nearest_hint[env], obs[env],
-        params.num_other_agents_observed, observed_time(state, params, env), params.inverse_diagonal,
-        params.inverse_speed_scale, state.cell_agents[env], state.cell_start[env], params.grid_cells,
-        params.grid_inverse_cell, params.grid_length,
+        state.in_game_before[env], params.is_tagger, state.nearest_hint[env], obs[env], slots,
+        observed_time(state, params, env), params.inverse_diagonal, params.inverse_speed_scale,
+        state.cell_agents[env], state.cell_start[env], params.grid_cells, params.grid_inverse_cell,
+        params.grid_length,
     )  # fmt: skip
 
 
@@ -1026,7 +1042,7 @@ def observe_in_grid_by_warps(state, params, obs, env):
 def observe_wide_by_block(state, params, obs, env):
     """The block observation of wider games (up to :data:`MAX_WARP_GRID_AGENTS` agents, threads
     taking several agents in the step): partial observations searched in the neighbour grid by
-    a warp per observer (:func:`observe_in_grid_by_warps`), then the observers the warps leave by
+    a thread or a warp per observer (:func:`observe_in_grid_by_block`), then the observers they leave by
     ``observe_agent``, an agent a thread; others by ``observe_agent``. The same observations as
     ``observe_agent``."""
     # applies(params) keeps other params from here when asked (WarpVectorEnv asks; CudaKernels
@@ -1038,7 +1054,7 @@ def observe_wide_by_block(state, params, obs, env):
     ):
         observe_each_agent(state, params, obs, env)
         return
-    observe_in_grid_by_warps(state, params, obs, env)
+    observe_in_grid_by_block(state, params, obs, env)
     cuda.syncthreads()
     agent = np.uint32(cuda.threadIdx.x)
     while agent < state.x.shape[1]:

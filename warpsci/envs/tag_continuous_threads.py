@@ -36,13 +36,17 @@ import math
 import numpy as np
 from numba import config, cuda, float32, int32
 
-from warpsci.envs.tag_continuous_order import NO_AGENT, squared_gap
+from warpsci.envs.tag_continuous_order import NO_AGENT, cell_span, squared_gap
 from warpsci.envs.tag_continuous_warps import (
+    SEARCH_AGAIN,
     THREADS,
     blank_slot,
+    copy_grid,
+    filed_agent,
     lane_candidate,
     select_nearest,
     squares_kept,
+    unfiled_agent,
     write_slot,
 )
 
@@ -280,3 +284,194 @@ def observe_nearest_by_threads(
     _write_warp_rows(
         lane, warp, count, k, feats, flags, chosen, obs, hints, time, inverse_diagonal, inverse_speed_scale
     )
+
+
+# The grid's chosen entries: an agent filed as the grid's scratch rows file it (id and place,
+# ordered as the ids are), a slot with nobody, or an observer left to the per-agent search.
+_NOBODY = int32(-1)
+_LEFT = int32(-2)
+_LAST_ENTRY = int32(2**31 - 1)
+
+
+@cuda.jit(device=True, inline=True)
+def _before(gap, entry, than_gap, than_entry):
+    """Whether ``entry`` at distance ``gap`` comes before ``than_entry`` in (distance, id) order
+    (entries ordered as their ids)."""
+    return (gap < than_gap) | ((gap == than_gap) & (entry < than_entry))
+
+
+@cuda.jit(device=True, inline=True)
+def _insert_any_order(gaps, entries, gap, entry):
+    """``(gap, entry)`` into the registers ``gaps`` and ``entries``, nearest first, ties by entry
+    (the agents come in the grid's order, not the ids'); the farthest falls off."""
+    for slot in range(THREAD_SLOTS - 1, 0, -1):
+        before_previous = _before(gap, entry, gaps[slot - 1], entries[slot - 1])
+        here = _before(gap, entry, gaps[slot], entries[slot])
+        new_gap = gaps[slot - 1] if before_previous else (gap if here else gaps[slot])
+        new_entry = entries[slot - 1] if before_previous else (entry if here else entries[slot])
+        gaps[slot] = new_gap
+        entries[slot] = new_entry
+    if _before(gap, entry, gaps[0], entries[0]):
+        gaps[0] = gap
+        entries[0] = entry
+
+
+@cuda.jit(device=True, inline=True)
+def _nearest_in_cells(
+    tid, observer, k, limit_square, ox, oy, floats, ints, at_y, at_id, at_start, cells, inverse_cell,
+    grid_length, chosen,
+):  # fmt: skip
+    """The k nearest others of ``observer`` at ``(ox, oy)`` among the grid's agents in the cells
+    within the limit (``limit_square`` its square), if k of them lie within it: their entries
+    (id and place in the grid's order) into rows ``0 .. k-1`` of column ``tid`` of ``chosen``.
+    Returns whether they are there."""
+    beyond = squares_kept(limit_square)
+    x0, x1, y0, y1 = cell_span(ox, oy, float32(math.sqrt(limit_square)), inverse_cell, cells, grid_length)
+    left, right = _U(x0), _U(_U(x1) + _U(1))
+    gaps = cuda.local.array(THREAD_SLOTS, float32)
+    entries = cuda.local.array(THREAD_SLOTS, int32)
+    for slot in range(THREAD_SLOTS):
+        gaps[slot] = _FAR
+        entries[slot] = _LAST_ENTRY
+    within = _U(0)
+    cell_row = _U(y0)
+    while cell_row <= _U(y1):
+        base = _U(at_start + cell_row * _U(cells))
+        place = _U(ints[_U(base + left)])
+        end = _U(ints[_U(base + right)])
+        while place < end:
+            square = squared_gap(ox, oy, floats[place], floats[_U(at_y + place)])
+            if square <= beyond:
+                other = _U(ints[_U(at_id + place)])
+                if other != observer:
+                    within = _U(within + _U(square <= limit_square))
+                    gap = float32(math.sqrt(square))
+                    entry = filed_agent(other, place)
+                    if _before(gap, entry, gaps[THREAD_SLOTS - 1], entries[THREAD_SLOTS - 1]):
+                        _insert_any_order(gaps, entries, gap, entry)
+            place = _U(place + _U(1))
+        cell_row = _U(cell_row + _U(1))
+    settled = within >= k
+    if settled:
+        for slot in range(THREAD_SLOTS):
+            if _U(slot) < k:
+                chosen[_U(_U(slot * THREADS) + tid)] = entries[slot]
+    return settled
+
+
+@cuda.jit(device=True, inline=True)
+def _fill_column(chosen, tid, k, entry):
+    """``entry`` in rows ``0 .. k-1`` of column ``tid`` of ``chosen``."""
+    slot = _U(0)
+    while slot < k:
+        chosen[_U(_U(slot * _U(THREADS)) + tid)] = entry
+        slot = _U(slot + _U(1))
+
+
+@cuda.jit(device=True, inline=True)
+def _write_grid_rows(
+    lane, warp, first_observer, count, k, x, y, seen, chosen, obs, hints, time, inverse_diagonal,
+    inverse_speed_scale,
+):  # fmt: skip
+    """The rows and hints of the warp's 32 observers (from ``first_observer + 32 warp`` on) from
+    their entries in ``chosen`` (a column a thread), the lanes in groups of k as
+    :func:`_write_warp_rows` takes them; ``seen`` as :func:`write_slot` reads it (x and y by place
+    in the grid's order). An observer out of the game sees zeros and its hints stay; one left to
+    the per-agent search is not written."""
+    first = _U(warp << _U(5))
+    end = _U(first + _U(32))
+    groups = _U(_U(32) // k)
+    group = _U(lane // k)
+    slot = _U(lane - group * k)
+    sflag = seen[5]
+    column = first
+    while column < end:
+        local = _U(column + group)
+        observer = _U(first_observer + local)
+        if group < groups and local < end and observer < count:
+            entry = chosen[_U(_U(slot * _U(THREADS)) + local)]
+            if entry != _LEFT:
+                row = obs[observer]
+                in_game = sflag[observer] == 1
+                if entry != _NOBODY:
+                    other, at = unfiled_agent(entry, True)
+                    me = (x[observer], y[observer], seen[2][observer], seen[3][observer], seen[4][observer])
+                    if k == _U(THREAD_SLOTS):
+                        write_slot(
+                            row[slot:],
+                            THREAD_SLOTS,
+                            me,
+                            other,
+                            at,
+                            0,
+                            seen,
+                            inverse_diagonal,
+                            inverse_speed_scale,
+                        )
+                    else:
+                        write_slot(row, k, me, other, at, slot, seen, inverse_diagonal, inverse_speed_scale)
+                else:
+                    blank_slot(row, k, slot)
+                if slot == _U(0):
+                    row[_U(_FEATURES * k)] = time if in_game else float32(0.0)
+                if in_game:
+                    hints[observer, slot] = NO_AGENT if entry == _NOBODY else int32(_U(entry) >> _U(16))
+        column = _U(column + groups)
+
+
+@cuda.jit(device=True)
+def observe_nearest_in_grid_by_threads(
+    x, y, v, accel, theta, playing, is_tagger, hints, obs, slots, time, inverse_diagonal, inverse_speed_scale,
+    cell_agents, cell_start, cells, inverse_cell, grid_length,
+):  # fmt: skip
+    """:func:`~warpsci.envs.tag_continuous_warps.observe_nearest_in_grid_by_warps` (the same
+    arguments, the same shared copy of the grid, the same :data:`SEARCH_AGAIN` mark for the
+    observers it leaves) for at most :data:`THREAD_SLOTS` slots, a thread per observer: the block
+    takes its observers 128 at a time; each thread takes its limit from its observer's hints,
+    walks the cells within it (a run of the grid's order per row of cells), keeps the k nearest of
+    the agents whose squares lie up to the limit's in registers, sorted by distance and id, and is
+    settled when k of them lie within the limit; then each warp writes its 32 rows, its lanes in
+    groups of k. Called by every thread of a block of
+    :data:`~warpsci.envs.tag_continuous_warps.THREADS`."""
+    tid = _U(cuda.threadIdx.x)
+    lane = _U(tid & _U(31))
+    warp = _U(tid >> _U(5))
+    count = _U(x.shape[0])
+    area = _U(cells * cells)
+    filed = _U(cell_start[area])
+    floats = cuda.shared.array(0, float32)
+    ints = cuda.shared.array(0, int32)
+    at_y = count
+    at_id = _U(2 * count)
+    at_start = _U(3 * count)
+    copy_grid(
+        tid, _U(THREADS), x, y, cell_agents, cell_start, filed, area, floats, ints, at_y, at_id, at_start
+    )
+    chosen = cuda.shared.array(_CHOSEN, int32)
+    cuda.syncthreads()
+    seen = (floats[:count], floats[count : 2 * count], v, accel, theta, playing, is_tagger)
+    k = _U(slots)
+    first_observer = _U(0)
+    while first_observer < count:
+        observer = _U(first_observer + tid)
+        settled = False
+        if observer < count and playing[observer] == 1:
+            ox, oy = x[observer], y[observer]
+            limit_square = _hints_square(observer, k, hints, count, x, y, playing, ox, oy)
+            if limit_square >= float32(0.0):
+                settled = _nearest_in_cells(
+                    tid, observer, k, limit_square, ox, oy, floats, ints, at_y, at_id, at_start, cells,
+                    inverse_cell, grid_length, chosen,
+                )  # fmt: skip
+            if not settled:
+                hints[observer, 0] = SEARCH_AGAIN
+                _fill_column(chosen, tid, k, _LEFT)
+        else:
+            _fill_column(chosen, tid, k, _NOBODY)
+        cuda.syncwarp(_FULL)
+        _write_grid_rows(
+            lane, warp, first_observer, count, k, x, y, seen, chosen, obs, hints, time, inverse_diagonal,
+            inverse_speed_scale,
+        )  # fmt: skip
+        cuda.syncwarp(_FULL)
+        first_observer = _U(first_observer + _U(THREADS))

@@ -80,7 +80,7 @@ _U = np.uint32
 
 
 @cuda.jit(device=True, inline=True)
-def _filed(other, at):
+def filed_agent(other, at):
     """An agent as the grid's scratch rows hold it: its id and its place in the grid's order, in one
     int32 ordered as the ids are (ids below 2**15 and places below 2**16; the block observation of
     narrower games holds ids)."""
@@ -88,8 +88,8 @@ def _filed(other, at):
 
 
 @cuda.jit(device=True, inline=True)
-def _unfiled(entry, in_grid):
-    """``(id, place)`` of a scratch row's ``entry``: a :func:`_filed` agent ``in_grid``, else an id,
+def unfiled_agent(entry, in_grid):
+    """``(id, place)`` of a scratch row's ``entry``: a :func:`filed_agent` agent ``in_grid``, else an id,
     which is also its place."""
     if in_grid:
         return _U(_U(entry) >> _U(16)), _U(_U(entry) & _U(0xFFFF))
@@ -289,9 +289,9 @@ def _write_ranked(
 ):  # fmt: skip
     """The k nearest of the ``kept`` (k to 32) in the scratch row, each lane's entry ranked
     (:func:`_rank` or :func:`_rank_in_id_order`): a lane of rank below k writes that slot and its
-    hint (entries as :func:`_unfiled` reads them)."""
+    hint (entries as :func:`unfiled_agent` reads them)."""
     if lane < kept and rank < k:
-        other, at = _unfiled(my_ids[lane], in_grid)
+        other, at = unfiled_agent(my_ids[lane], in_grid)
         write_slot(row, k, me, other, at, rank, seen, inverse_diagonal, inverse_speed_scale)
         hints[observer, rank] = other
 
@@ -328,10 +328,10 @@ def _write_selected(
     lane, k, mine, in_grid, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
 ):
     """Lane ``slot < k`` writes its slot of :func:`select_nearest`'s choice (zeros for none) and
-    its hint (``mine`` as :func:`_unfiled` reads it)."""
+    its hint (``mine`` as :func:`unfiled_agent` reads it)."""
     if lane < k:
         if mine != NO_AGENT:
-            other, at = _unfiled(mine, in_grid)
+            other, at = unfiled_agent(mine, in_grid)
             write_slot(row, k, me, other, at, lane, seen, inverse_diagonal, inverse_speed_scale)
             hints[observer, lane] = other
         else:
@@ -447,6 +447,25 @@ def observe_nearest_by_warps(
         observer = _U(observer + _U(_WARPS))
 
 
+@cuda.jit(device=True, inline=True)
+def copy_grid(tid, threads, x, y, cell_agents, cell_start, filed, area, floats, ints, at_y, at_id, at_start):
+    """The grid into dynamic shared memory (:func:`grid_shared_bytes`), by the block's ``threads``:
+    the ``filed`` agents' x at ``floats[0 ..]``, y at ``floats[at_y ..]`` and ids at
+    ``ints[at_id ..]``, in the grid's order (``cell_agents``), then the ``area + 1`` starts of the
+    cells' runs at ``ints[at_start ..]``."""
+    place = tid
+    while place < filed:
+        agent = _U(cell_agents[place])
+        floats[place] = x[agent]
+        floats[_U(at_y + place)] = y[agent]
+        ints[_U(at_id + place)] = agent
+        place = _U(place + threads)
+    place = tid
+    while place <= area:
+        ints[_U(at_start + place)] = cell_start[place]
+        place = _U(place + threads)
+
+
 def grid_shared_bytes(num_agents: int, num_cells: int) -> int:
     """Dynamic shared memory of :func:`observe_nearest_in_grid_by_warps`, in bytes: each agent's
     x, y and id in the grid's order, and the ``num_cells + 1`` starts of the cells' runs."""
@@ -473,7 +492,7 @@ def observe_nearest_in_grid_by_warps(
     ranks by :func:`_rank` give the k nearest (kept in the grid's order, not the ids'); up to
     :data:`GRID_KEPT`, k rounds of a warp-wide minimum. Otherwise (no hint in the game, fewer than
     k or more than :data:`GRID_KEPT` within the limit) the observer is searched again.
-    The scratch rows hold each kept agent with its place in the grid's order (:func:`_filed`), so
+    The scratch rows hold each kept agent with its place in the grid's order (:func:`filed_agent`), so
     that the features' x and y come from the grid's copy; the others from the state's rows (``v``,
     ``accel``, ``theta``, ``playing``, ``is_tagger``).
     """
@@ -491,17 +510,7 @@ def observe_nearest_in_grid_by_warps(
     at_y = count
     at_id = _U(2 * count)
     at_start = _U(3 * count)
-    place = tid
-    while place < filed:
-        agent = _U(cell_agents[place])
-        floats[place] = x[agent]
-        floats[_U(at_y + place)] = y[agent]
-        ints[_U(at_id + place)] = agent
-        place = _U(place + threads)
-    place = tid
-    while place <= area:
-        ints[_U(at_start + place)] = cell_start[place]
-        place = _U(place + threads)
+    copy_grid(tid, threads, x, y, cell_agents, cell_start, filed, area, floats, ints, at_y, at_id, at_start)
     scratch_gap = cuda.shared.array((_WARPS, GRID_KEPT), float32)
     scratch_id = cuda.shared.array((_WARPS, GRID_KEPT), int32)
     cuda.syncthreads()
@@ -554,7 +563,7 @@ def observe_nearest_in_grid_by_warps(
                 square = squared_gap(ox, oy, floats[index], floats[_U(at_y + index)])
                 candidate = (wanted < total) & (other != observer)
                 before = _within(square, candidate, nearer, beyond, limit_gap)
-                kept = _keep(before, square, _filed(other, index), kept, below, my_gaps, my_ids)
+                kept = _keep(before, square, filed_agent(other, index), kept, below, my_gaps, my_ids)
                 first = _U(first + _U(32))
         cuda.syncwarp(_FULL)
         settled = (kept >= k) & (kept <= _U(GRID_KEPT))
