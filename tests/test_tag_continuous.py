@@ -288,17 +288,19 @@ def test_the_warp_observation_equals_the_cpu_under_the_simulator():
     and ballots emulated): after every step equal to the CPU backend's ``observe_agent``, on
     test5's game and on a crowded one with tags, resets and k = 4 (a thread per observer), on the
     crowded one with k = 11 (above THREAD_SLOTS: a warp per observer), and on a crowded one of 140
-    agents (wider than the block: the grid's warps)."""
+    agents (wider than the block: the grid's block observation, a thread per observer for k = 4,
+    a warp per observer for k = 11)."""
     from warpsci.envs.tag_continuous_threads import THREAD_SLOTS
 
     crowded = {**TEST5, "num_taggers": 3, "num_runners": 9, "grid_length": 1.0,
                "num_other_agents_observed": 4, "tagging_distance": 0.1, "episode_length": 5}  # fmt: skip
     crowded_by_warps = {**crowded, "num_other_agents_observed": THREAD_SLOTS + 1, "episode_length": 3}
     assert TEST5["num_other_agents_observed"] <= THREAD_SLOTS
-    # Wider than a block: the grid's warps, and observe_agent for the observers they leave.
+    # Wider than a block: the grid's block observation, and observe_agent for the observers it leaves.
     wide = {"num_taggers": 4, "num_runners": 136, "grid_length": 1.0, "use_full_observation": False,
             "num_other_agents_observed": 4, "tagging_distance": 0.03, "episode_length": 4,
             "neighbour_search": "grid", "seed": 5}  # fmt: skip
+    wide_by_warps = {**wide, "num_other_agents_observed": THREAD_SLOTS + 1, "episode_length": 3}
     script = textwrap.dedent(
         f"""
         from warpsci import simulated_warps
@@ -313,8 +315,9 @@ def test_the_warp_observation_equals_the_cpu_under_the_simulator():
             report = check_parity("TagContinuous-v0", num_envs=envs, steps=steps, atol=1e-5, params=params)
             print("warps", report.ok, report.episodes_ended)
         print("wide block", CudaKernels(TAG_CONTINUOUS, 1, 140).observes_by_block)
-        report = check_parity("TagContinuous-v0", num_envs=1, steps=6, atol=1e-5, params={wide!r})
-        print("warps", report.ok, report.episodes_ended)
+        for steps, params in ((6, {wide!r}), (4, {wide_by_warps!r})):
+            report = check_parity("TagContinuous-v0", num_envs=1, steps=steps, atol=1e-5, params=params)
+            print("warps", report.ok, report.episodes_ended)
         """
     )
     completed = run_script(script, simulator=True, timeout=900)
@@ -322,8 +325,8 @@ def test_the_warp_observation_equals_the_cpu_under_the_simulator():
     assert "block before False" in completed.stdout and "block after True" in completed.stdout
     assert "wide block True" in completed.stdout
     lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("warps")]
-    assert len(lines) == 4
-    for (_, ok, episodes), least in zip(lines, (2, 2, 1, 1), strict=True):
+    assert len(lines) == 5
+    for (_, ok, episodes), least in zip(lines, (2, 2, 1, 1, 1), strict=True):
         assert ok == "True"
         assert int(episodes) >= least
 

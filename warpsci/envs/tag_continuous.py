@@ -372,7 +372,7 @@ STATE_FIELDS = (
     StateField("cell_fill", np.int32, shape=(MAX_GRID_CELLS,), per_agent=False),
     # The k nearest others an observer found last time, nearest first (NO_AGENT past them): where
     # its next search starts (``hinted_limit``). A hint only speeds the search: any values give the
-    # same observations (a first hint of SEARCH_AGAIN, past every id, is the grid's warps asking
+    # same observations (a first hint of SEARCH_AGAIN, past every id, is the grid's block observation asking
     # for an observer's search within the same kernel). Agent-major (an observer's hints side by
     # side): the block observations' warps read and write one observer's hints in one cache line
     # (H100, every step observed, graph-replayed: 2,000 x 110 10.41M-10.45M against 10.07M-10.09M
@@ -967,7 +967,7 @@ def observes_by_warps(params: TagContinuousParams) -> bool:
     return not params.use_full_observation and params.num_other_agents_observed <= MAX_WARP_OBSERVED
 
 
-def observes_in_grid_by_warps(params: TagContinuousParams) -> bool:
+def observes_in_grid_by_block(params: TagContinuousParams) -> bool:
     """Whether the block observation of wider games takes these params: those of
     :func:`observes_by_warps` searched in the neighbour grid."""
     return observes_by_warps(params) and uses_grid(params)
@@ -1114,14 +1114,16 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     # observer (up to 10 others) or a warp per observer, in kernels capped at 64 registers (H100,
     # 2,000 x 110, k = 10, every step observed, replayed from a CUDA graph, env steps/s: 16.2M
     # before the fixed offsets of k = 10, 15.3M at 56 registers; a warp per observer at 56
-    # registers 12.7M; observe_agent 4.36M); those of wider games searched in the grid by a warp
-    # per observer.
+    # registers 12.7M; observe_agent 4.36M); those of wider games searched in the grid by a thread
+    # (up to 10 others) or a warp per observer, capped at 64 registers as well (2,000 x 1,000,
+    # k = 10: 0.73M, 0.72M at 56, 0.77M at 80; the warps alone 0.54M at 64, 0.46M at 72, and they
+    # share the kernel, which has one cap).
     block_observation=(
         BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=64),
         BlockObservation(
             observe_wide_by_block,
             threads=WARP_THREADS,
-            applies=observes_in_grid_by_warps,
+            applies=observes_in_grid_by_block,
             max_registers=64,
             max_agents=MAX_WARP_GRID_AGENTS,
             shared_bytes=grid_block_shared_bytes,

@@ -1,8 +1,9 @@
-"""Tag continuous's partial observations on CUDA by a thread per observer, for games of up to
-:data:`~warpsci.envs.tag_continuous_warps.MAX_AGENTS` agents that observe up to
-:data:`THREAD_SLOTS` others (the published and tutorial configurations observe 10): the block
-observation's narrow path (:func:`observe_nearest_by_threads`). More others are observed by a warp
-per observer (:func:`warpsci.envs.tag_continuous_warps.observe_nearest_by_warps`).
+"""Tag continuous's partial observations on CUDA by a thread per observer, for games that observe
+up to :data:`THREAD_SLOTS` others (the published and tutorial configurations observe 10): games of
+up to :data:`~warpsci.envs.tag_continuous_warps.MAX_AGENTS` agents (the block observation's narrow
+path, :func:`observe_nearest_by_threads`) and wider ones searched in the neighbour grid
+(:func:`observe_nearest_in_grid_by_threads`). More others are observed by a warp per observer
+(:mod:`warpsci.envs.tag_continuous_warps`).
 
 A block of :data:`~warpsci.envs.tag_continuous_warps.THREADS` threads holds one environment and
 each thread one observer:
@@ -24,9 +25,31 @@ each thread one observer:
   lane a slot.
 
 On an H100 at 2,000 x 110 (k = 10) the warp per observer spent about 350 warp instructions an
-observer, this about 190 (BENCHMARKS.md, 2026-11-26, eighth session). It writes what
-``observe_agent`` writes, bit for bit; the GPU tests check it (``tests/test_tag_continuous_gpu.py``),
-and so does Numba's CUDA simulator on small games (``tests/test_tag_continuous.py``).
+observer, this about 190 (BENCHMARKS.md, 2026-11-26, eighth session).
+
+Wider games searched in the neighbour grid (up to
+:data:`~warpsci.envs.tag_continuous_warps.MAX_GRID_AGENTS` agents) observing up to
+:data:`THREAD_SLOTS` others take a thread per observer too (:func:`observe_nearest_in_grid_by_threads`),
+over the grid's shared copy that the grid's warps use
+(:func:`~warpsci.envs.tag_continuous_warps.copy_grid`):
+
+- the block takes its observers 128 at a time, a thread each;
+- each thread takes its limit from its observer's hints, as above, and walks the cells within it,
+  a run of the grid's order per row of cells;
+- it keeps the k nearest of the agents whose squares lie up to the limit's sorted in registers.
+  The grid's order is not the ids', so a tie in distance is settled by id;
+- an observer with k of them within the limit is settled; the others (no hint in the game, fewer
+  than k within the limit) get :data:`~warpsci.envs.tag_continuous_warps.SEARCH_AGAIN` in their
+  first hint, and the caller observes them an agent a thread, as after the grid's warps;
+- each warp writes its 32 rows and hints, its lanes in groups of k.
+
+On an H100 at 2,000 x 1,000 (k = 10) this took the step kernel from 1.59G to 873M warp
+instructions and an observed step from 0.54M to 0.73M env steps/s (BENCHMARKS.md, 2026-11-26,
+ninth session).
+
+Both write what ``observe_agent`` writes, bit for bit; the GPU tests check it
+(``tests/test_tag_continuous_gpu.py``), and so does Numba's CUDA simulator on small games
+(``tests/test_tag_continuous.py``).
 """
 
 from __future__ import annotations
