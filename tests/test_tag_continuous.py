@@ -331,6 +331,67 @@ def test_the_warp_observation_equals_the_cpu_under_the_simulator():
         assert int(episodes) >= least
 
 
+def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simulator():
+    """The GPU test's lattice (``tests/test_tag_continuous_gpu.py``) on the CPU: agents on a
+    lattice (many exactly equal distances, several agents at one point, coordinates multiples of
+    1/16 so that every square is exact) and hints of any kind among the first k (out of range,
+    negative, repeated, the observer itself, NO_AGENT, SEARCH_AGAIN; the others near the observer,
+    so that the simulator walks a few cells rather than the whole grid). After a step in which
+    nobody moves, the block observations under the simulator write what the CPU backend's
+    ``observe_agent`` writes, bit for bit, observations and hints: 12 agents with k = 4 and 140
+    agents in the grid with k = 4, both a thread per observer (the GPU test also runs the warps)."""
+    base = {"num_taggers": 3, "num_runners": 9, "grid_length": 1.0, "use_full_observation": False,
+            "num_other_agents_observed": 4, "episode_length": 10, "seed": 5}  # fmt: skip
+    wide = {**base, "num_taggers": 4, "num_runners": 136, "neighbour_search": "grid"}
+    games = (base, wide)
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from warpsci import simulated_warps
+        simulated_warps.enable()
+        from warpsci.envs.tag_continuous import TAG_CONTINUOUS, TagContinuousParams
+        from warpsci.testing.kernel_runner import HostKernelRunner
+        rng = np.random.default_rng(7)
+        for fields in {games!r}:
+            params = TagContinuousParams(**fields)
+            runners = [HostKernelRunner(TAG_CONTINUOUS, 1, name, params=params) for name in ("cpu", "cuda")]
+            for runner in runners:
+                runner.reset(3)
+            agents = runners[0].state.x.shape[1]
+            ids = np.arange(agents)
+            shift = int(rng.integers(0, 16))
+            x = ((ids + shift) % 12).astype(np.float32) / np.float32(16)
+            y = (((ids + shift) // 12) % 9).astype(np.float32) / np.float32(16)
+            # Hints near the observer in id order (a few lattice rows away; some negative or past
+            # the agents at the ends), repeated, the observer itself, SEARCH_AGAIN, NO_AGENT.
+            shape = runners[0].state.nearest_hint.shape
+            hints = (ids[None, :, None] + rng.integers(-20, 21, shape)).astype(np.int32)
+            hints[..., 1] = hints[..., 0]
+            hints[:, ::2, 2] = ids[::2]
+            hints[:, 1::4, 2] = 2**31 - 2
+            hints[:, ::3, 3] = 2**31 - 1
+            for runner in runners:
+                runner.state.x[...] = x
+                runner.state.y[...] = y
+                runner.state.v[...] = 0
+                runner.state.accel[...] = 0
+                runner.state.nearest_hint[...] = hints
+                runner.step(np.zeros_like(runner.buffers.actions), 3)
+            cpu, gpu = runners
+            print("lattice", agents, params.num_other_agents_observed, gpu._kernels.observes_by_block,
+                  np.array_equal(gpu.state.x[0], x),
+                  np.array_equal(cpu.buffers.obs, gpu.buffers.obs),
+                  np.array_equal(cpu.state.nearest_hint, gpu.state.nearest_hint))
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=900)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("lattice")]
+    assert [(int(line[1]), int(line[2])) for line in lines] == [(12, 4), (140, 4)]
+    for line in lines:
+        assert line[3:] == ["True", "True", "True", "True"], line
+
+
 def test_a_run_records_the_seed_it_drew():
     from warpsci.algorithms import make_trainer
     from warpsci.config import TrainConfig

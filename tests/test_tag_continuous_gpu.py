@@ -4,7 +4,8 @@ observer (:mod:`warpsci.envs.tag_continuous_threads`, up to 10 others) or a warp
 that the per-agent ``observe_agent`` writes, step after step of random play with tags, runners
 leaving and resets, after ``step`` and after ``random_rollout``, for the published game (scan and
 grid), small and crowded ones, k from 1 to 32, 128 agents, and wider games in the neighbour grid
-(300 to 2,048 agents), where the grid's warps settle nearly every observer; the kernels do call the
+(300 to 2,048 agents), where the grid's threads (up to 10 others) or warps settle nearly every
+observer; agents on a lattice with hints of any kind; the kernels do call the
 block observation; full observations keep ``observe_agent``. These games are too large for Numba's
 CUDA simulator (``tests/test_tag_continuous.py`` runs small ones there, its warp intrinsics emulated
 by :mod:`warpsci.simulated_warps`), so they need a GPU. Run on a GPU host:
@@ -56,6 +57,9 @@ GAMES = {
     "128 agents, k = 1": {**PARTIAL, "num_taggers": 8, "num_runners": 120, "num_other_agents_observed": 1},
     # Wider games: the grid's warps, and observe_agent for the observers they leave.
     "1,000 agents, neighbour grid": {**PUBLISHED, "num_runners": 990, "neighbour_search": "grid"},
+    "1,000 agents, grid, k = 11": {
+        **PUBLISHED, "num_runners": 990, "neighbour_search": "grid", "num_other_agents_observed": 11,
+    },
     "300 agents, grid, tags often, k = 32": {
         **PARTIAL, "num_taggers": 30, "num_runners": 270, "grid_length": 6.0, "num_other_agents_observed": 32,
         "neighbour_search": "grid", "tagging_distance": 0.03, "episode_length": 40,
@@ -105,7 +109,9 @@ def test_block_observation_equals_observe_agent(game):
         assert tagged > 0  # runners left the game on the way
 
 
-@pytest.mark.parametrize("game", ["published", "crowded, k = 32", "1,000 agents, neighbour grid"])
+@pytest.mark.parametrize(
+    "game", ["published", "crowded, k = 32", "1,000 agents, neighbour grid", "1,000 agents, grid, k = 11"]
+)
 def test_lattice_positions_and_any_hints_give_what_observe_agent_gives(game):
     """Agents on a lattice (many exactly equal distances, pairs at one point) and hints of any
     kind (out of range, negative, repeated, the observer itself, NO_AGENT, SEARCH_AGAIN): after a
@@ -164,8 +170,9 @@ def test_the_grid_block_observation_settles_most_observers(slots):
     k = 11) settles nearly every observer once the hints are warm: at each step fewer than 2% of
     the observers in the game are searched again by ``observe_agent``, and what it writes equals
     ``observe_agent``. At the first reset every hint is agent 0 (the state starts at zeros), so
-    agent 0 at least, and observers with fewer than k others nearer than agent 0, are searched
-    again (the warps also leave those with more than ``GRID_KEPT`` within the limit)."""
+    agent 0 at least, and observers with fewer than k others (agent 0 among them) at a square up
+    to agent 0's, are searched again (the warps also leave those with more than ``GRID_KEPT``
+    within the limit)."""
     definition = dataclasses.replace(
         TAG_CONTINUOUS,
         block_observation=(

@@ -36,8 +36,9 @@ over the grid's shared copy that the grid's warps use
 - the block takes its observers 128 at a time, a thread each;
 - each thread takes its limit from its observer's hints, as above, and walks the cells within it,
   a run of the grid's order per row of cells;
-- it keeps the k nearest of the agents whose squares lie up to the limit's sorted in registers.
-  The grid's order is not the ids', so a tie in distance is settled by id;
+- it keeps the :data:`THREAD_SLOTS` nearest of the agents whose squares lie up to the limit's
+  sorted in registers, of which the first k are written. The grid's order is not the ids', so a
+  tie in distance is settled by id;
 - an observer with k of them within the limit is settled; the others (no hint in the game, fewer
   than k within the limit) get :data:`~warpsci.envs.tag_continuous_warps.SEARCH_AGAIN` in their
   first hint, and the caller observes them an agent a thread, as after the grid's warps;
@@ -451,10 +452,10 @@ def observe_nearest_in_grid_by_threads(
     arguments, the same shared copy of the grid, the same :data:`SEARCH_AGAIN` mark for the
     observers it leaves) for at most :data:`THREAD_SLOTS` slots, a thread per observer: the block
     takes its observers 128 at a time; each thread takes its limit from its observer's hints,
-    walks the cells within it (a run of the grid's order per row of cells), keeps the k nearest of
-    the agents whose squares lie up to the limit's in registers, sorted by distance and id, and is
-    settled when k of them lie within the limit; then each warp writes its 32 rows, its lanes in
-    groups of k. Called by every thread of a block of
+    walks the cells within it (a run of the grid's order per row of cells), keeps the
+    :data:`THREAD_SLOTS` nearest of the agents whose squares lie up to the limit's in registers,
+    sorted by distance and id, and is settled when k of them lie within the limit; then each warp
+    writes its 32 rows, its lanes in groups of k. Called by every thread of a block of
     :data:`~warpsci.envs.tag_continuous_warps.THREADS`."""
     tid = _U(cuda.threadIdx.x)
     lane = _U(tid & _U(31))

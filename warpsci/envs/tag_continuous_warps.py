@@ -2,7 +2,10 @@
 (:class:`warpsci.environment.BlockObservation`) of environments of up to :data:`MAX_AGENTS` agents
 (:func:`observe_nearest_by_warps`, described here), and of wider ones in the neighbour grid, up to
 :data:`MAX_GRID_AGENTS` (:func:`observe_nearest_in_grid_by_warps`: a warp per observer too, over
-the candidates of the grid's cells, with steps of its own described there).
+the candidates of the grid's cells, with steps of its own described there). Both take games that
+observe more than ``tag_continuous_threads.THREAD_SLOTS`` others; up to that many, a thread per
+observer does it (:mod:`warpsci.envs.tag_continuous_threads`), with this module's helpers for the
+grid's copy and the rows.
 
 The per-agent observation (``tag_continuous.observe_agent``) gives each thread an observer: a warp's
 32 threads search 32 observers' candidates in step, each with its own k-nearest list in
@@ -10,7 +13,7 @@ thread-local memory, and most of a warp's threads wait while a few insert (H100,
 k = 10: 11 to 15 of 32 busy). Here a block of :data:`THREADS` threads holds one environment and a
 warp takes one observer at a time (the narrow games' block observation takes this path for more
 than ``tag_continuous_threads.THREAD_SLOTS`` others, and a thread per observer, with its own
-steps, for fewer: :mod:`warpsci.envs.tag_continuous_threads`):
+steps, for up to that many: :mod:`warpsci.envs.tag_continuous_threads`):
 
 - the block copies the agents' positions, speeds, accelerations, headings, flags and types into
   shared memory, an agent out of the game at x = inf (no distance keeps it);
@@ -66,8 +69,9 @@ assert MAX_GRID_AGENTS <= 2**15  # the grid's scratch rows pack an id and a plac
 #: The most candidates within the hints' limit that the grid's warps select from (four a lane);
 #: with more the observer is searched again.
 GRID_KEPT = 128
-#: A first hint that sends an observer to the per-agent search after the grid's warps: an id past
-#: every agent (so no search takes it for one), before :data:`NO_AGENT`.
+#: A first hint that sends an observer to the per-agent search after the grid's block observation
+#: (its warps or threads): an id past every agent (so no search takes it for one), before
+#: :data:`NO_AGENT`.
 SEARCH_AGAIN = np.int32(2**31 - 2)
 # Both observations' scratch rows and observer strides take a block of THREADS (the backend
 # launches the block observation so).
@@ -467,8 +471,10 @@ def copy_grid(tid, threads, x, y, cell_agents, cell_start, filed, area, floats, 
 
 
 def grid_shared_bytes(num_agents: int, num_cells: int) -> int:
-    """Dynamic shared memory of :func:`observe_nearest_in_grid_by_warps`, in bytes: each agent's
-    x, y and id in the grid's order, and the ``num_cells + 1`` starts of the cells' runs."""
+    """Dynamic shared memory of the grid's block observation (:func:`observe_nearest_in_grid_by_warps`
+    and ``tag_continuous_threads.observe_nearest_in_grid_by_threads``; :func:`copy_grid` fills
+    it), in bytes: each agent's x, y and id in the grid's order, and the ``num_cells + 1`` starts of
+    the cells' runs."""
     return 4 * (3 * num_agents + num_cells + 1)
 
 
