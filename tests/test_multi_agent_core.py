@@ -123,8 +123,8 @@ def test_a_block_observation_takes_whole_warps():
     """``block_observation``: a :class:`warpsci.BlockObservation` of 32 to 1,024 threads, whole
     warps, a register cap of None or 16 to 255, at most 4,096 agents and no fewer than its threads,
     or a tuple of them, of which an environment takes the first it fits. Tag continuous gives one of
-    128 threads (a warp per observer) capped at 56 for up to 128 agents, and one for grid games of
-    up to 2,048 agents, with dynamic shared memory."""
+    128 threads (a thread or a warp per observer) capped at 64 for up to 128 agents, and one for grid
+    games of up to 2,048 agents, with dynamic shared memory and a cap chosen by the params."""
     import dataclasses
 
     definition = warpsci.registry.get_definition("TagContinuous-v0")
@@ -165,3 +165,18 @@ def test_a_block_observation_takes_whole_warps():
     for wrong in (8, 300, 56.0, True):
         with pytest.raises(ValueError, match=r"max_registers must be None .* or an int in \[16, 255\]"):
             warpsci.BlockObservation(function, max_registers=wrong)
+    # A cap chosen by the params: the grid's thread per observer (up to 10 others) at 80, its warps
+    # at 64; an observation without registers_for keeps max_registers.
+    grid = {"use_full_observation": False, "num_runners": 990, "neighbour_search": "grid"}
+    params = warpsci.envs.tag_continuous.TagContinuousParams
+    assert wide.registers(params(**grid, num_other_agents_observed=10)) == 80
+    assert wide.registers(params(**grid, num_other_agents_observed=11)) == 64
+    assert narrow.registers(params(**grid)) == narrow.max_registers == 64
+    with pytest.raises(ValueError, match="registers_for must be None or a function of the params"):
+        warpsci.BlockObservation(function, registers_for=80)
+    for wrong in (8, 300, 80.0):
+        observation = warpsci.BlockObservation(function, registers_for=lambda _, wrong=wrong: wrong)
+        with pytest.raises(
+            ValueError, match=r"registers_for\(params\) must be None .* an int in \[16, 255\]"
+        ):
+            observation.registers(params())

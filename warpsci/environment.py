@@ -252,7 +252,11 @@ class BlockObservation:
             and the observation share them); default None: the compiler's choice (for
             environments wider than ``threads``, the cap of wide kernels: the definition's
             ``wide_max_registers``, else the backend's). A cap lets
-            more blocks share an SM (Tag continuous: 56 up to 128 agents, 64 wider).
+            more blocks share an SM (Tag continuous: 64).
+        registers_for: ``params -> int | None``: the cap for these params, in place of
+            ``max_registers``, where the caller knows the params (:class:`WarpVectorEnv` does);
+            default None: ``max_registers``. For an observation whose paths want different caps
+            (Tag continuous's grid: 80 for a thread per observer, 64 for a warp per observer).
         max_agents: The most agents an environment may have for it; default None: ``threads``.
             At most :data:`MAX_AGENTS_IN_ONE_BLOCK`.
         shared_bytes: ``num_agents -> int``: dynamic shared memory per block, in bytes, that the
@@ -267,6 +271,7 @@ class BlockObservation:
     max_registers: int | None = None
     max_agents: int | None = None
     shared_bytes: Callable[[int], int] = _no_shared_memory
+    registers_for: Callable[[Any], int | None] | None = None
 
     def __post_init__(self) -> None:
         threads = self.threads
@@ -291,6 +296,11 @@ class BlockObservation:
                 f"[threads, {MAX_AGENTS_IN_ONE_BLOCK}] "
                 f"(threads = {threads}), got {agents!r}"
             )
+        if self.registers_for is not None and not callable(self.registers_for):
+            raise ValueError(
+                "BlockObservation.registers_for must be None or a function of the params, "
+                f"got {self.registers_for!r}"
+            )
         if not callable(self.shared_bytes):
             raise ValueError(
                 "BlockObservation.shared_bytes must be a function of the agent count, "
@@ -301,6 +311,15 @@ class BlockObservation:
     def agent_limit(self) -> int:
         """The most agents an environment may have for it: ``max_agents``, else ``threads``."""
         return self.threads if self.max_agents is None else self.max_agents
+
+    def registers(self, params: Any) -> int | None:
+        """The register cap of its kernels for ``params``: ``registers_for(params)`` (checked) when
+        given, else ``max_registers``."""
+        if self.registers_for is None:
+            return self.max_registers
+        registers = self.registers_for(params)
+        _check_registers("BlockObservation.registers_for(params)", registers, "the compiler's choice")
+        return registers
 
 
 @dataclasses.dataclass(frozen=True)

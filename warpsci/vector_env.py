@@ -257,8 +257,9 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             with torch.cuda.device(self.device):
                 observation = self.definition.block_observation_for(self.num_agents)
                 by_block = block_observation and observation is not None and observation.applies(self.params)
+                registers = observation.registers(self.params) if by_block else None
                 self._kernels = CudaKernels(
-                    self.definition, self.num_envs, self.num_agents, threads_per_block, by_block
+                    self.definition, self.num_envs, self.num_agents, threads_per_block, by_block, registers
                 )
         self._random_rollout_arrays: tuple[tuple[torch.Tensor, ...], list[Any]] | None = None
         self._state_view = state_type(

@@ -95,6 +95,9 @@ class CudaKernels:
             :func:`warpsci.simulated_warps.enable` was called). Default True; False observes by
             ``observe_agent`` (the two write the same observations). The observation's
             ``applies(params)`` is for the caller to ask (:class:`WarpVectorEnv` does).
+        block_registers: The register cap of the block observation's kernels for the caller's
+            params (``BlockObservation.registers(params)``); default None: the observation's
+            ``max_registers``.
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class CudaKernels:
         num_agents: int,
         threads_per_block: int | None = None,
         block_observation: bool = True,
+        block_registers: int | None = None,
     ) -> None:
         self.definition = definition
         explicit = threads_per_block is not None
@@ -137,8 +141,9 @@ class CudaKernels:
             if num_agents > agent_threads:
                 registers = definition.wide_max_registers or WIDE_MAX_REGISTERS
             if self.observes_by_block:
-                if observation.max_registers is not None:
-                    registers = observation.max_registers
+                cap = observation.max_registers if block_registers is None else block_registers
+                if cap is not None:
+                    registers = cap
                 self.shared_bytes = int(observation.shared_bytes(num_agents))
                 if not 0 <= self.shared_bytes <= MAX_BLOCK_SHARED_BYTES:
                     raise ValueError(

@@ -973,6 +973,14 @@ def observes_in_grid_by_block(params: TagContinuousParams) -> bool:
     return observes_by_warps(params) and uses_grid(params)
 
 
+def grid_block_registers(params: TagContinuousParams) -> int:
+    """Registers per thread of the kernels that end with the grid's block observation: 80 where a
+    thread per observer searches (H100, 2,000 x 1,000, k = 10, every step observed, graph-replayed:
+    0.77M env steps/s against 0.73M at 64 and 0.72M at 56), 64 where a warp per observer does (the
+    warps measured 0.53M at 64, 0.50M-0.51M at 56, 0.46M at 72)."""
+    return 80 if params.num_other_agents_observed <= THREAD_SLOTS else 64
+
+
 def grid_block_shared_bytes(num_agents: int) -> int:
     """The wide block observation's dynamic shared memory, in bytes: the grid's copy (at most
     :data:`MAX_GRID_CELLS` cells)."""
@@ -1115,9 +1123,8 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     # 2,000 x 110, k = 10, every step observed, replayed from a CUDA graph, env steps/s: 16.2M
     # before the fixed offsets of k = 10, 15.3M at 56 registers; a warp per observer at 56
     # registers 12.7M; observe_agent 4.36M); those of wider games searched in the grid by a thread
-    # (up to 10 others) or a warp per observer, capped at 64 registers as well (2,000 x 1,000,
-    # k = 10: 0.73M, 0.72M at 56, 0.77M at 80; the warps alone 0.54M at 64, 0.46M at 72, and they
-    # share the kernel, which has one cap).
+    # (up to 10 others) or a warp per observer, capped by the params (grid_block_registers: 80 for
+    # the threads, 64 for the warps; 64 where the params are not known).
     block_observation=(
         BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=64),
         BlockObservation(
@@ -1125,6 +1132,7 @@ TAG_CONTINUOUS = EnvironmentDefinition(
             threads=WARP_THREADS,
             applies=observes_in_grid_by_block,
             max_registers=64,
+            registers_for=grid_block_registers,
             max_agents=MAX_WARP_GRID_AGENTS,
             shared_bytes=grid_block_shared_bytes,
         ),
