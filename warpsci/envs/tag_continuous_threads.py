@@ -189,6 +189,16 @@ def _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled):
 
 
 @cuda.jit(device=True, inline=True)
+def _write_group_slot(row, k, slot, me, other, at, seen, inverse_diagonal, inverse_speed_scale):
+    """A group lane's slot of ``row``: :func:`write_slot`, and for k = :data:`THREAD_SLOTS` (k
+    known here) the slot's seven entries at fixed offsets from its first."""
+    if k == _U(THREAD_SLOTS):
+        write_slot(row[slot:], THREAD_SLOTS, me, other, at, 0, seen, inverse_diagonal, inverse_speed_scale)
+    else:
+        write_slot(row, k, me, other, at, slot, seen, inverse_diagonal, inverse_speed_scale)
+
+
+@cuda.jit(device=True, inline=True)
 def _write_warp_rows(
     lane, warp, count, k, feats, flags, chosen, obs, hints, time, inverse_diagonal, inverse_speed_scale
 ):
@@ -223,21 +233,7 @@ def _write_warp_rows(
                     seen[3][observer],
                     seen[4][observer],
                 )
-                if k == _U(THREAD_SLOTS):
-                    # k known here: the slot's seven entries at fixed offsets from its first.
-                    write_slot(
-                        row[slot:],
-                        THREAD_SLOTS,
-                        me,
-                        other,
-                        other,
-                        0,
-                        seen,
-                        inverse_diagonal,
-                        inverse_speed_scale,
-                    )
-                else:
-                    write_slot(row, k, me, other, other, slot, seen, inverse_diagonal, inverse_speed_scale)
+                _write_group_slot(row, k, slot, me, other, other, seen, inverse_diagonal, inverse_speed_scale)
             else:
                 blank_slot(row, k, slot)
             in_game = flags[observer] == 1
@@ -420,20 +416,9 @@ def _write_grid_rows(
                 if entry != _NOBODY:
                     other, at = unfiled_agent(entry, True)
                     me = (x[observer], y[observer], seen[2][observer], seen[3][observer], seen[4][observer])
-                    if k == _U(THREAD_SLOTS):
-                        write_slot(
-                            row[slot:],
-                            THREAD_SLOTS,
-                            me,
-                            other,
-                            at,
-                            0,
-                            seen,
-                            inverse_diagonal,
-                            inverse_speed_scale,
-                        )
-                    else:
-                        write_slot(row, k, me, other, at, slot, seen, inverse_diagonal, inverse_speed_scale)
+                    _write_group_slot(
+                        row, k, slot, me, other, at, seen, inverse_diagonal, inverse_speed_scale
+                    )
                 else:
                     blank_slot(row, k, slot)
                 if slot == _U(0):
