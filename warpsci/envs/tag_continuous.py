@@ -103,7 +103,9 @@ SPEED_EPSILON = 1e-10
 #: Start headings the set-up draws from.
 START_HEADINGS = (0.0, np.pi / 2, np.pi, 3 * np.pi / 2)
 #: Agents per cell of the neighbour grid at uniform density (partial observations, see below).
-GRID_AGENTS_PER_CELL = 2.0
+#: H100, 2,000 x 1,000, k = 10, every step observed, env steps/s: 1 0.91M, 1.5 0.96M, 2 0.99M,
+#: 2.5 1.00M, 3 1.00M, 4 0.99M (BENCHMARKS.md, 2026-11-27).
+GRID_AGENTS_PER_CELL = 3.0
 #: The most cells per side of the neighbour grid; its state arrays hold this many squared.
 MAX_GRID_CELLS_PER_SIDE = 32
 #: ``neighbour_search="auto"`` uses the grid from this many agents on: games wider than the block
