@@ -165,11 +165,11 @@ def test_a_block_observation_takes_whole_warps():
     for wrong in (8, 300, 56.0, True):
         with pytest.raises(ValueError, match=r"max_registers must be None .* or an int in \[16, 255\]"):
             warpsci.BlockObservation(function, max_registers=wrong)
-    # A cap chosen by the params: the grid's thread per observer (up to 10 others) at 80, its warps
+    # A cap chosen by the params: the grid's thread per observer (up to 10 others) at 96, its warps
     # at 64; an observation without registers_for keeps max_registers.
     grid = {"use_full_observation": False, "num_runners": 990, "neighbour_search": "grid"}
     params = warpsci.envs.tag_continuous.TagContinuousParams
-    assert wide.registers(params(**grid, num_other_agents_observed=10)) == 80
+    assert wide.registers(params(**grid, num_other_agents_observed=10)) == 96
     assert wide.registers(params(**grid, num_other_agents_observed=11)) == 64
     assert narrow.registers(params(**grid)) == narrow.max_registers == 64
     with pytest.raises(ValueError, match="registers_for must be None or a function of the params"):

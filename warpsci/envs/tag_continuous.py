@@ -1000,11 +1000,11 @@ def observes_in_grid_by_block(params: TagContinuousParams) -> bool:
 
 
 def grid_block_registers(params: TagContinuousParams) -> int:
-    """Registers per thread of the kernels that end with the grid's block observation: 80 where a
-    thread per observer searches (H100, 2,000 x 1,000, k = 10, every step observed, graph-replayed:
-    0.77M env steps/s against 0.73M at 64 and 0.72M at 56), 64 where a warp per observer does (the
-    warps measured 0.53M at 64, 0.50M-0.51M at 56, 0.46M at 72)."""
-    return 80 if params.num_other_agents_observed <= THREAD_SLOTS else 64
+    """Registers per thread of the kernels that end with the grid's block observation: 96 where a
+    thread per observer searches (H100, 2,000 x 1,000, k = 10, every step observed, graph-replayed,
+    env steps/s: 72 0.94M, 80 1.00M, 88 1.00M, 96 1.01M; 2026-11-27), 64 where a warp per observer
+    does (the warps measured 0.53M at 64, 0.50M-0.51M at 56, 0.46M at 72)."""
+    return 96 if params.num_other_agents_observed <= THREAD_SLOTS else 64
 
 
 def grid_block_shared_bytes(num_agents: int) -> int:
