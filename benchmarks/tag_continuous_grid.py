@@ -9,7 +9,7 @@ Prints a small table; writes OUT_DIR/tag_continuous_grid.json.
 
 1. ``check_parity`` (CUDA against the CPU backend after every step, every state array and buffer,
    the grid's included) on mid-size games whose partial observations use the grid: 110 agents
-   (7 x 7 cells) in one block and in blocks of 32 threads, and 1,000 agents (22 x 22 cells) in one
+   (6 x 6 cells) in one block and in blocks of 32 threads, and 1,000 agents (18 x 18 cells) in one
    block and in blocks of 256 threads; short episodes, so autoresets (the copied start grid) are
    compared too.
 2. Env-only ``random_rollout`` rates at the published parameters (``published()`` of

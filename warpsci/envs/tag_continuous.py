@@ -1149,7 +1149,7 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     # 2,000 x 110, k = 10, every step observed, replayed from a CUDA graph, env steps/s: 16.2M
     # before the fixed offsets of k = 10, 15.3M at 56 registers; a warp per observer at 56
     # registers 12.7M; observe_agent 4.36M); those of wider games searched in the grid by a thread
-    # (up to 10 others) or a warp per observer, capped by the params (grid_block_registers: 80 for
+    # (up to 10 others) or a warp per observer, capped by the params (grid_block_registers: 96 for
     # the threads, 64 for the warps; 64 where the params are not known).
     block_observation=(
         BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=64),

@@ -45,8 +45,10 @@ over the grid's shared copy that the grid's warps use
 - each warp writes its 32 rows and hints, its lanes in groups of k.
 
 On an H100 at 2,000 x 1,000 (k = 10) this took the step kernel from 1.59G to 873M warp
-instructions and an observed step from 0.54M to 0.73M env steps/s, 0.77M with its kernels at 80
-registers (``tag_continuous.grid_block_registers``; BENCHMARKS.md, 2026-11-26, ninth session).
+instructions and an observed step from 0.54M to 0.73M env steps/s (BENCHMARKS.md, 2026-11-26,
+ninth session); with the rows' reads before their writes, the hints read at once, the step's
+stages mended, about 3 agents a cell and its kernels at 96 registers
+(``tag_continuous.grid_block_registers``), 1.02M (2026-11-27, tenth session).
 
 Both write what ``observe_agent`` writes, bit for bit; the GPU tests check it
 (``tests/test_tag_continuous_gpu.py``), and so does Numba's CUDA simulator on small games
