@@ -15,7 +15,8 @@ each thread one observer:
 - it marks, 32 agents to a word of bits, the agents whose squares lie up to the limit's (widened
   past rounding, :func:`~warpsci.envs.tag_continuous_warps.squares_kept`): four positions a load,
   no branch;
-- it walks the marked agents in id order and keeps the k nearest in registers, sorted by distance
+- it walks the marked agents in id order (its four words as one list, so that a warp walks as
+  long as its longest lane's list) and keeps the k nearest in registers, sorted by distance
   (an agent goes after those as near: ties to the lower id). When k of the marked lie within the
   limit, the k nearest are among them;
 - the observers left (no hint in the game, fewer than k within the limit) are searched by the
@@ -25,7 +26,8 @@ each thread one observer:
   lane a slot.
 
 On an H100 at 2,000 x 110 (k = 10) the warp per observer spent about 350 warp instructions an
-observer, this about 190 (BENCHMARKS.md, 2026-11-26, eighth session).
+observer, this about 190 (BENCHMARKS.md, 2026-11-26, eighth session); walking the four words as
+one list took 16.2M to 16.3M env steps/s (2026-11-27, tenth session).
 
 Wider games searched in the neighbour grid (up to
 :data:`~warpsci.envs.tag_continuous_warps.MAX_GRID_AGENTS` agents) observing up to
@@ -90,6 +92,8 @@ _TABLE = _FEATURES * _ROW
 # A missing slot (no agent) in the chosen ids: past every agent.
 _MISSING = THREADS
 _CHOSEN = THREAD_SLOTS * THREADS
+# The narrow path marks the agents in four words of bits (``_nearest_marked``).
+assert THREADS == 4 * 32
 # 16-byte aligned position rows, read four at a time (the simulator takes no alignment).
 _VECTORS = None if config.ENABLE_CUDASIM else 16
 
@@ -140,6 +144,18 @@ def _marked(word, px, py, ox, oy, beyond):
 
 
 @cuda.jit(device=True, inline=True)
+def _marked_word(word, tid, count, px, py, ox, oy, beyond):
+    """:func:`_marked` for the thread's observer ``tid``, without itself; 0 for a word past the
+    ``count`` agents."""
+    if _U(word * _U(32)) >= count:
+        return _U(0)
+    bits = _marked(word, px, py, ox, oy, beyond)
+    if _U(tid >> _U(5)) == word:
+        bits = _U(bits & ~_U(_U(1) << _U(tid & _U(31))))
+    return bits
+
+
+@cuda.jit(device=True, inline=True)
 def _insert(gaps, ids, gap, other):
     """``(gap, other)`` into the registers ``gaps`` and ``ids``, nearest first, after those as near
     (the agents come in id order); the farthest falls off."""
@@ -166,19 +182,23 @@ def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
     for slot in range(THREAD_SLOTS):
         gaps[slot] = _FAR
         ids[slot] = _MISSING
+    # The (up to) four words marked first, then walked as one: a warp then walks as long as its
+    # longest lane's marked agents, not as the sum over the words of each word's longest.
+    b0 = _marked_word(_U(0), tid, count, px, py, ox, oy, beyond)
+    b1 = _marked_word(_U(1), tid, count, px, py, ox, oy, beyond)
+    b2 = _marked_word(_U(2), tid, count, px, py, ox, oy, beyond)
+    b3 = _marked_word(_U(3), tid, count, px, py, ox, oy, beyond)
     within = _U(0)
-    word = _U(0)
-    while _U(word * _U(32)) < count:
-        bits = _marked(word, px, py, ox, oy, beyond)
-        if _U(tid >> _U(5)) == word:
-            bits = _U(bits & ~_U(_U(1) << _U(tid & _U(31))))
-        while bits != _U(0):
-            other = _U(_U(word * _U(32)) + _U(cuda.ffs(bits) - 1))
-            bits = _U(bits & _U(bits - _U(1)))
-            square = squared_gap(ox, oy, px[other], py[other])
-            within = _U(within + _U(square <= limit_square))
-            _insert(gaps, ids, float32(math.sqrt(square)), int32(other))
-        word = _U(word + _U(1))
+    base = _U(0)
+    while _U(b0 | b1 | b2 | b3) != _U(0):
+        while b0 == _U(0):
+            b0, b1, b2, b3 = b1, b2, b3, _U(0)
+            base = _U(base + _U(32))
+        other = _U(base + _U(cuda.ffs(b0) - 1))
+        b0 = _U(b0 & _U(b0 - _U(1)))
+        square = squared_gap(ox, oy, px[other], py[other])
+        within = _U(within + _U(square <= limit_square))
+        _insert(gaps, ids, float32(math.sqrt(square)), int32(other))
     settled = within >= k
     if settled:
         for slot in range(THREAD_SLOTS):
