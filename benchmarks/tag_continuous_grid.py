@@ -256,7 +256,7 @@ def main(out_dir: str, parts: tuple[str, ...]) -> None:
             for mode in ("rollout", "observed")
             for runners, steps in ((100, 100), (990, 20))
         ]
-        if "env" in parts:  # grid density at 2,000 x 1,000, every step observed (default: 2 a cell)
+        if "env" in parts:  # grid density at 2,000 x 1,000, every step observed (default: 3 a cell)
             cases += [("grid", 2000, 990, 20, "observed", density) for density in (1.0, 4.0)]
     if "observed" in parts:  # every step observed, as training steps: the rows of the goals
         # (the scan at 110 agents also observed by observe_agent, as before the block observation)

@@ -115,10 +115,10 @@ MAX_GRID_CELLS = MAX_GRID_CELLS_PER_SIDE * MAX_GRID_CELLS_PER_SIDE
 #: The most others (k) the grid search keeps: the length of its thread-local working list.
 MAX_NEAREST = 32
 _new_nearest_gaps = local_array(MAX_NEAREST, np.float32)
+_new_nearest_ids = local_array(MAX_NEAREST, np.int32)
 #: Cells whose counts ``start_cells`` reads at once.
 COUNTS_AT_ONCE = 8
 _new_counts = local_array(COUNTS_AT_ONCE, np.int32)
-_new_nearest_ids = local_array(MAX_NEAREST, np.int32)
 
 
 @dataclasses.dataclass(frozen=True)

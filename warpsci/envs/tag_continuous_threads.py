@@ -101,7 +101,7 @@ _VECTORS = None if config.ENABLE_CUDASIM else 16
 @cuda.jit(device=True, inline=True)
 def _hints_square(observer, k, hints, count, px, py, flags, ox, oy, at_once):
     """The square of the hints' limit of ``observer`` at ``(ox, oy)``: the largest squared distance
-    of its first k hinted agents in the game, -1 when none is.
+    of its first k hinted agents in the game, -1 when none is (``count`` at least 1).
 
     ``at_once`` (a constant of the caller's): read every slot up to :data:`THREAD_SLOTS` (a hints
     row has more) and every hinted agent's flag and position (clamped to the last agent) without a
