@@ -256,7 +256,7 @@ class BlockObservation:
         registers_for: ``params -> int | None``: the cap for these params, in place of
             ``max_registers``, where the caller knows the params (:class:`WarpVectorEnv` does);
             default None: ``max_registers``. For an observation whose paths want different caps
-            (Tag continuous's grid: 80 for a thread per observer, 64 for a warp per observer).
+            (Tag continuous's grid: 96 for a thread per observer, 64 for a warp per observer).
         max_agents: The most agents an environment may have for it; default None: ``threads``.
             At most :data:`MAX_AGENTS_IN_ONE_BLOCK`.
         shared_bytes: ``num_agents -> int``: dynamic shared memory per block, in bytes, that the
