@@ -331,6 +331,42 @@ def test_the_warp_observation_equals_the_cpu_under_the_simulator():
         assert int(episodes) >= least
 
 
+def test_the_observation_launched_apart_equals_the_cpu_under_the_simulator():
+    """Captured in a CUDA graph, the CUDA backend leaves the block observation to a launch of its
+    own (``CudaKernels.observes_apart``; a GPU test replays such graphs). Under the simulator, with
+    that choice forced, a crowded game with tags and resets (a thread per observer) still equals
+    the CPU backend after every step."""
+    crowded = {**TEST5, "num_taggers": 3, "num_runners": 9, "grid_length": 1.0,
+               "num_other_agents_observed": 4, "tagging_distance": 0.1, "episode_length": 3}  # fmt: skip
+    script = textwrap.dedent(
+        f"""
+        from warpsci import simulated_warps
+        import warpsci.backends.cuda as backend
+        from warpsci.envs.tag_continuous import TAG_CONTINUOUS
+        from warpsci.testing import check_parity
+        simulated_warps.enable()
+        backend._capturing = lambda: True
+        launches = []
+        launch = backend.CudaKernels._launch_one_block
+        def counted(kernels, *arguments):
+            launches.append(kernels.observes_apart())
+            launch(kernels, *arguments)
+        backend.CudaKernels._launch_one_block = counted
+        # One block of 128: check_parity's default of 8 threads would split the 12 agents over two
+        # blocks, which observe by observe_agent.
+        report = check_parity("TagContinuous-v0", num_envs=1, steps=5, atol=1e-5, params={crowded!r},
+                              threads_per_block=128)
+        print("parity", report.ok, report.episodes_ended)
+        print("apart", len(launches), all(launches))
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert "apart 6 True" in completed.stdout  # the reset and five steps
+    parity = [line.split() for line in completed.stdout.splitlines() if line.startswith("parity")]
+    assert parity and parity[0][1] == "True" and int(parity[0][2]) >= 1
+
+
 def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simulator():
     """The GPU test's lattice (``tests/test_tag_continuous_gpu.py``) on the CPU: agents on a
     lattice (many exactly equal distances, several agents at one point, coordinates multiples of

@@ -5,9 +5,10 @@ that the per-agent ``observe_agent`` writes, step after step of random play with
 leaving and resets, after ``step`` and after ``random_rollout``, for the published game (scan and
 grid), small and crowded ones, k from 1 to 32, 128 agents, and wider games in the neighbour grid
 (300 to 2,048 agents), where the grid's threads (up to 10 others) or warps settle nearly every
-observer; agents on a lattice with hints of any kind; the kernels do call the
-block observation; full observations keep ``observe_agent``. These games are too large for Numba's
-CUDA simulator (``tests/test_tag_continuous.py`` runs small ones there, its warp intrinsics emulated
+observer; agents on a lattice with hints of any kind; the kernels do call the block observation;
+steps replayed from a CUDA graph (the observation a launch of its own there) give what steps
+launched from Python give; full observations keep ``observe_agent``. These games are too large for
+Numba's CUDA simulator (``tests/test_tag_continuous.py`` runs small ones there, its warp intrinsics emulated
 by :mod:`warpsci.simulated_warps`), so they need a GPU. Run on a GPU host:
 ``python -m pytest -q -m gpu tests/test_tag_continuous_gpu.py``.
 """
@@ -27,6 +28,7 @@ from warpsci.envs.tag_continuous import (
     observe_agent,
     observe_in_grid_by_block,
 )
+from warpsci.graphs import GraphReplay
 from warpsci.multi_agent_env import vector_env_class
 
 pytestmark = [
@@ -207,6 +209,48 @@ def test_the_grid_block_observation_settles_most_observers(slots):
         playing = marking.state_tensors["in_game_before"] == 1
         searched_again.append(float(again.sum()) / float(playing.sum()))
     assert max(searched_again) < 0.02, searched_again
+
+
+@pytest.mark.parametrize(
+    "game", ["published, tags often", "1,000 agents, neighbour grid", "1,000 agents, grid, k = 11"]
+)
+def test_graph_replayed_steps_observe_apart_and_equal_launched_steps(game):
+    """Captured in a CUDA graph, a step leaves the block observation to a launch of its own
+    (``CudaKernels.observes_apart``); replayed, steps and random steps give, bit for bit, what the
+    same steps launched from Python give, through tags, runners leaving and resets."""
+    replayed, launched = _env(GAMES[game], True), _env(GAMES[game], True)
+    kernels = replayed._kernels
+    apart = []
+    kernels.observes_apart = lambda: apart.append(type(kernels).observes_apart(kernels)) or apart[-1]
+    step = GraphReplay(replayed.step_in_place, replayed.device)
+    random_step = GraphReplay(lambda: replayed.random_rollout(1), replayed.device)
+    generator = torch.Generator(device="cuda").manual_seed(5)
+    high = torch.tensor(replayed.definition.agent_groups(replayed.params)[0].action_space.nvec, device="cuda")
+    replayed.reset(seed=3)
+    launched.reset(seed=3)
+    for number in range(90):
+        if number % 3 == 2:
+            actions = (
+                torch.rand(replayed.actions_buffer.shape, generator=generator, device="cuda") * high
+            ).long()
+            for env in (replayed, launched):
+                env.actions_buffer.copy_(actions.to(env.actions_buffer.dtype))
+            step()
+            launched.step_in_place()
+        else:
+            random_step()
+            launched.random_rollout(1)
+        torch.cuda.synchronize()
+        for name in ("obs", "rewards", "final_obs", "active", "terminated", "truncated"):
+            assert torch.equal(getattr(replayed.buffers, name), getattr(launched.buffers, name)), (
+                number,
+                name,
+            )
+        assert torch.equal(replayed.state_tensors["nearest_hint"], launched.state_tensors["nearest_hint"]), (
+            number
+        )
+    assert step.captures == 1 and random_step.captures == 1
+    assert True in apart and False in apart  # captured apart, warmed up in one launch
 
 
 def test_full_observations_keep_observe_agent():

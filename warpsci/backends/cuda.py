@@ -22,9 +22,15 @@ itself (the threads past its agents skip the agent stages; with more agents than
 takes several), launched with the dynamic shared memory the observation asks for, and the reset,
 step and random-step kernels end with the observation written by the whole block together (Tag
 continuous: a warp per observer, with the environment in shared memory) in place of each agent's
-``observe_agent``. It stays in the same launch: a launch from Python costs about as much CPU time
-as the whole step's GPU time (H100 host, Tag continuous 2,000 x 110: about 0.4-0.5 ms), and as a
-launch of its own it made a step launched from Python about three times as slow (BENCHMARKS.md).
+``observe_agent``. Launched from Python it stays in the same launch: such a launch costs about as
+much CPU time as the whole step's GPU time (H100 host, Tag continuous 2,000 x 110: about 0.4-0.5
+ms), and as a launch of its own it made a step launched from Python about three times as slow
+(BENCHMARKS.md; twice as slow in 2026-11-27's eleventh session). Captured in a CUDA graph, where a
+launch costs a microsecond or two, the observation is a launch of its own (**observed apart**):
+the stages before it then run at :data:`STAGES_APART_MAX_REGISTERS` registers, with more blocks to
+an SM to hide their waits on memory and on each other, instead of at the observation's cap (H100,
+Tag continuous, every step observed, graph-replayed, env steps/s: 2,000 x 110 16.4M -> 17.1M,
+2,000 x 1,000 1.01M -> 1.03M). Both give the same results: only the launches differ.
 
 Kernels are launched on a given stream (torch's current stream, by default), so they order with
 torch's work and can be captured in a CUDA graph.
@@ -66,6 +72,11 @@ WIDE_MAX_REGISTERS: int | None = 64
 #: The most agents an environment has in one block by default (32 per thread of 128); wider
 #: environments span several blocks, one launch per stage.
 MAX_FUSED_AGENTS = MAX_AGENTS_IN_ONE_BLOCK
+#: Register cap of the step's kernels that leave the block observation to a launch of its own (in
+#: a CUDA graph; see the module docstring). H100, Tag continuous, env steps/s: 2,000 x 110 uncapped
+#: 16.8M-16.9M, 32 17.2M-17.3M, 40 17.4M, 48 17.3M-17.4M; 2,000 x 1,000 40 1.04M, 64 1.05M, 96
+#: 1.04M (BENCHMARKS.md, 2026-11-27, eleventh session).
+STAGES_APART_MAX_REGISTERS = 40
 
 
 def default_threads_per_block(num_agents: int) -> int:
@@ -153,6 +164,11 @@ class CudaKernels:
                     )
             by_block = observation if self.observes_by_block else None
             self._fused = _compile_fused(definition, num_agents > 1, registers, by_block)
+            if self.observes_by_block:
+                self._stages_apart = _compile_fused(
+                    definition, num_agents > 1, STAGES_APART_MAX_REGISTERS, by_block, observe_apart=True
+                )
+                self._observe_apart = _compile_block_observation(definition, by_block, registers)
             envs_per_block = 1 if self.observes_by_block else max(1, threads_per_block // agent_threads)
             self.block: tuple[int, ...] = (agent_threads, envs_per_block)
             self.grid = (num_envs + envs_per_block - 1) // envs_per_block
@@ -166,13 +182,28 @@ class CudaKernels:
         """Whether an environment spans several blocks (one launch per stage)."""
         return self.blocks_per_env > 1
 
+    def observes_apart(self) -> bool:
+        """Whether the next launch leaves the block observation to a launch of its own: where it
+        observes by block and torch's current stream is being captured in a CUDA graph (see the
+        module docstring)."""
+        return self.observes_by_block and _capturing()
+
+    def _launch_one_block(self, kernel: int, stream: Any, *arguments: Any) -> None:
+        """Fused kernel ``kernel`` (0 reset, 1 step, 2 random steps) of environments in one block
+        each; observed apart where :meth:`observes_apart` says so."""
+        if self.observes_apart():
+            self._stages_apart[kernel][self.grid, self.block, stream](*arguments)
+            self._observe_apart[self.grid, self.block, stream, self.shared_bytes](*arguments[:3])
+        else:
+            self._fused[kernel][self.grid, self.block, stream, self.shared_bytes](*arguments)
+
     def reset(self, state: Any, params: Any, buffers: Any, seed: int, stream: Any = 0) -> None:
         """Reset every environment with ``seed`` and write the first observations."""
         run = (np.int64(seed),)
         if self.multi_block:
             self._launch_stages(self._staged.reset, state, params, buffers, run, stream)
         else:
-            self._fused[0][self.grid, self.block, stream, self.shared_bytes](state, params, buffers, run)
+            self._launch_one_block(0, stream, state, params, buffers, run)
 
     def step(
         self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int, stream: Any = 0
@@ -182,7 +213,7 @@ class CudaKernels:
         if self.multi_block:
             self._launch_stages(self._staged.step, state, params, buffers, run, stream)
         else:
-            self._fused[1][self.grid, self.block, stream, self.shared_bytes](state, params, buffers, run)
+            self._launch_one_block(1, stream, state, params, buffers, run)
 
     @property
     def fuses_policy_step(self) -> bool:
@@ -234,9 +265,7 @@ class CudaKernels:
                 self._launch_stages(self._staged.random_step, state, params, buffers, run, stream)
             self._launch_stages(self._staged.observe, state, params, buffers, run, stream)
         else:
-            self._fused[2][self.grid, self.block, stream, self.shared_bytes](
-                state, params, buffers, run, num_steps
-            )
+            self._launch_one_block(2, stream, state, params, buffers, run, num_steps)
 
     def _launch_stages(self, kernels: tuple, state, params, buffers, run, stream) -> None:
         env_blocks = (self.num_envs + 127) // 128
@@ -263,6 +292,13 @@ def _no_block_observation(state, params, obs, env):
     pass
 
 
+def _capturing() -> bool:
+    """Whether torch's current CUDA stream is being captured in a CUDA graph."""
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 @cuda.jit(device=True)
 def _keys(seed, env, agent):
     """``agent_keys`` as ``uint64`` values also under Numba's CUDA simulator (which hands Python
@@ -281,14 +317,17 @@ def _compile_fused(
     use_barriers: bool,
     max_registers: int | None = None,
     by_block: BlockObservation | None = None,
+    observe_apart: bool = False,
 ):
     """The reset, step and random-step kernels of environments in one block each; ``by_block``: a
     block observation (the definition's) that each ends with, in place of each agent's
-    ``observe_agent``."""
+    ``observe_agent``, or, ``observe_apart``, that each leaves to the kernel of
+    :func:`_compile_block_observation`."""
     stages = make_kernel_stages(definition, observe_agents=by_block is None)
     barrier = _block_barrier if use_barriers else _no_barrier
-    observe_block = _no_block_observation if by_block is None else by_block.function
-    before_observing = _no_barrier if by_block is None else _block_barrier
+    in_kernel = by_block is not None and not observe_apart
+    observe_block = by_block.function if in_kernel else _no_block_observation
+    before_observing = _block_barrier if in_kernel else _no_barrier
     reset_sequence = sequence(stages.reset, _device_function, barrier)
     step_sequence = sequence(stages.step, _device_function, barrier)
     random_step_sequence = sequence(stages.random_step, _device_function, barrier)
@@ -344,6 +383,22 @@ def _compile_fused(
         observe_block(state, params, buffers.obs, env)
 
     return reset_kernel, step_kernel, random_steps_kernel
+
+
+@functools.cache
+def _compile_block_observation(
+    definition: EnvironmentDefinition, by_block: BlockObservation, max_registers: int | None
+):
+    """The kernel that writes ``by_block`` (the definition's block observation) after the step
+    kernels of ``_compile_fused(..., observe_apart=True)``, a block per environment."""
+
+    observe_block = by_block.function
+
+    def observe_kernel(state, params, buffers):
+        observe_block(state, params, buffers.obs, np.uint32(cuda.blockIdx.x))
+
+    label = f"{definition.name} block observation"
+    return cached_cuda_jit(observe_kernel, max_registers=max_registers, label=label)
 
 
 @functools.cache
