@@ -304,14 +304,14 @@ def _framework_stage(
 
         @jit
         def agent_stage(state, params, buffers, run, env, agent, keys):
+            # The rewards so far are read before the stage runs (it cannot change them): on a GPU
+            # a read placed after the stage's writes would wait for them.
+            before = np.float32(0.0) if first else buffers.rewards[env, agent]
             reward = np.float32(0.0)
             if not tracks_agents or all_agents or buffers.active[env, agent]:
                 key = mix64(keys[0] ^ np.uint64(buffers.tick[env] + 1))
                 reward = function(state, params, buffers.actions, env, agent, key)
-            if first:
-                buffers.rewards[env, agent] = reward
-            else:
-                buffers.rewards[env, agent] += reward
+            buffers.rewards[env, agent] = reward if first else before + reward
 
         return Stage(agent_stage, per_agent=True)
 

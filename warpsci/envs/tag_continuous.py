@@ -419,20 +419,29 @@ def reset_agent(state, params, env, agent, key):
 
 @agent_function
 def move_agent(state, params, actions, env, agent, key):
-    """Section 5.2, float32 throughout; returns the edge penalty plus the step reward."""
+    """Section 5.2, float32 throughout; returns the edge penalty plus the step reward.
+
+    Everything is read before anything is written: on a GPU a read placed after a write to another
+    array waits for it (the compiler cannot rule out that they overlap)."""
     playing = state.in_game[env, agent]
-    state.in_game_before[env, agent] = playing
-    g = np.float32(playing)
     turn = params.turn_table[actions[env, agent, 1]]
     change = params.acceleration_table[actions[env, agent, 0]]
-    theta = ((state.theta[env, agent] + turn) % TWO_PI) * g
-    accel = state.accel[env, agent] + change
+    theta_before = state.theta[env, agent]
+    accel_before = state.accel[env, agent]
+    v_before = state.v[env, agent]
+    x_before = state.x[env, agent]
+    y_before = state.y[env, agent]
     cap = params.speed_cap[agent]
-    v = min(max(state.v[env, agent] + accel, np.float32(0.0)), cap) * g
+    step_reward = params.step_reward[agent]
+    state.in_game_before[env, agent] = playing
+    g = np.float32(playing)
+    theta = ((theta_before + turn) % TWO_PI) * g
+    accel = accel_before + change
+    v = min(max(v_before + accel, np.float32(0.0)), cap) * g
     if v <= np.float32(0.0) or v >= cap:
         accel = np.float32(0.0)
-    x = state.x[env, agent] + v * np.float32(math.cos(theta))
-    y = state.y[env, agent] + v * np.float32(math.sin(theta))
+    x = x_before + v * np.float32(math.cos(theta))
+    y = y_before + v * np.float32(math.sin(theta))
     length = params.grid_length
     crossed = x < np.float32(0.0) or x > length or y < np.float32(0.0) or y > length
     state.theta[env, agent] = theta
@@ -444,7 +453,7 @@ def move_agent(state, params, actions, env, agent, key):
     state.edge[env, agent] = edge
     if playing == 0:
         return np.float32(0.0)
-    return edge + params.step_reward[agent]
+    return edge + step_reward
 
 
 @agent_function
@@ -1150,7 +1159,8 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     # before the fixed offsets of k = 10, 15.3M at 56 registers; a warp per observer at 56
     # registers 12.7M; observe_agent 4.36M); those of wider games searched in the grid by a thread
     # (up to 10 others) or a warp per observer, capped by the params (grid_block_registers: 96 for
-    # the threads, 64 for the warps; 64 where the params are not known).
+    # the threads, 64 for the warps; 64 where the params are not known). In a CUDA graph these caps
+    # are the observation's own launch's; the stages' kernel is capped at 40 (warpsci.backends.cuda).
     block_observation=(
         BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=64),
         BlockObservation(
