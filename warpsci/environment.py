@@ -233,7 +233,8 @@ class BlockObservation:
     block of ``threads`` threads (with more agents than threads, each thread takes several in the
     step's stages), and its reset, step and random-step kernels end with
     ``function(state, params, obs, env)`` (a CUDA device function) in place of every agent's
-    ``observe_agent``, after a barrier. Every thread of
+    ``observe_agent``, after a barrier (captured in a CUDA graph, in a launch of its own after
+    them: see :mod:`warpsci.backends.cuda`). Every thread of
     the block calls it (it may use ``cuda.syncthreads()``, shared memory and warp intrinsics). It
     must write exactly what ``observe_agent`` writes for every agent, bit for bit, and may update
     state that only speeds the observation up (search hints); test it against ``observe_agent`` on
@@ -249,7 +250,9 @@ class BlockObservation:
         applies: ``params -> bool`` (the params dataclass): whether to use it for these params,
             where it is faster; default always. (Tag continuous: partial observations.)
         max_registers: Registers per thread of the kernels that end with it (the step's stages
-            and the observation share them); default None: the compiler's choice (for
+            and the observation share them; in a CUDA graph the observation is its own launch at
+            this cap, and the stages' kernel is capped at
+            ``warpsci.backends.cuda.STAGES_APART_MAX_REGISTERS``); default None: the compiler's choice (for
             environments wider than ``threads``, the cap of wide kernels: the definition's
             ``wide_max_registers``, else the backend's). A cap lets
             more blocks share an SM (Tag continuous: 64).

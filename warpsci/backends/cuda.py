@@ -39,6 +39,7 @@ torch's work and can be captured in a CUDA graph.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 import numpy as np
@@ -75,7 +76,9 @@ MAX_FUSED_AGENTS = MAX_AGENTS_IN_ONE_BLOCK
 #: Register cap of the step's kernels that leave the block observation to a launch of its own (in
 #: a CUDA graph; see the module docstring). H100, Tag continuous, env steps/s: 2,000 x 110 uncapped
 #: 16.8M-16.9M, 32 17.2M-17.3M, 40 17.4M, 48 17.3M-17.4M; 2,000 x 1,000 40 1.04M, 64 1.05M, 96
-#: 1.04M (BENCHMARKS.md, 2026-11-27, eleventh session).
+#: 1.04M (BENCHMARKS.md, 2026-11-27, eleventh session). One cap for narrow and wide games (it
+#: replaces ``wide_max_registers`` there): at 1,000 agents 64 was under 1% ahead. The first capture
+#: compiles these kernels (tens of seconds where the kernel cache has none), inside the capture.
 STAGES_APART_MAX_REGISTERS = 40
 
 
@@ -293,10 +296,10 @@ def _no_block_observation(state, params, obs, env):
 
 
 def _capturing() -> bool:
-    """Whether torch's current CUDA stream is being captured in a CUDA graph."""
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    """Whether torch's current CUDA stream is being captured in a CUDA graph (never where torch is
+    not imported or has not initialised CUDA)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
 
 
 @cuda.jit(device=True)
@@ -339,6 +342,8 @@ def _compile_fused(
 
     def jit(kernel):
         label = f"{definition.name} {kernel.__name__.removesuffix('_kernel').replace('_', ' ')}"
+        if observe_apart:
+            label += " (observed apart)"
         return cached_cuda_jit(kernel, max_registers=max_registers, label=label)
 
     @jit
@@ -390,7 +395,8 @@ def _compile_block_observation(
     definition: EnvironmentDefinition, by_block: BlockObservation, max_registers: int | None
 ):
     """The kernel that writes ``by_block`` (the definition's block observation) after the step
-    kernels of ``_compile_fused(..., observe_apart=True)``, a block per environment."""
+    kernels of ``_compile_fused(..., observe_apart=True)``, a block per environment, capped at
+    ``max_registers`` registers a thread (None: the compiler's choice)."""
 
     observe_block = by_block.function
 

@@ -54,7 +54,7 @@ stages mended, about 3 agents a cell and its kernels at 96 registers
 
 Both write what ``observe_agent`` writes, bit for bit; the GPU tests check it
 (``tests/test_tag_continuous_gpu.py``), and so does Numba's CUDA simulator on small games
-(``tests/test_tag_continuous.py``).
+(``tests/test_tag_continuous_simulator.py``).
 """
 
 from __future__ import annotations

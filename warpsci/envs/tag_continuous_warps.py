@@ -34,7 +34,7 @@ It writes what ``observe_agent`` writes, bit for bit (the same distances from
 :mod:`warpsci.envs.tag_continuous_order`, the same order, the same features and hints); the GPU
 tests check it (``tests/test_tag_continuous_gpu.py``), and so does Numba's CUDA simulator on small
 games, its missing shuffles and ballots emulated by :mod:`warpsci.simulated_warps`
-(``tests/test_tag_continuous.py``). The CPU backend runs ``observe_agent``.
+(``tests/test_tag_continuous_simulator.py``). The CPU backend runs ``observe_agent``.
 
 Numba's ``ballot_sync`` returns a signed mask on a GPU (a full mask reads -1): the ballots here are
 taken as uint32 before their bits are counted.

@@ -1,0 +1,163 @@
+"""TagContinuous-v0's block observations under Numba's CUDA simulator, their warp intrinsics
+emulated by :mod:`warpsci.simulated_warps`, against the CPU backend: after every step of small games
+(a thread per observer, a warp per observer, the neighbour grid), launched apart from the step as
+in a CUDA graph, and on a lattice with hints of any kind. Slow (minutes): a file of its own, so that
+the test runners can take it apart from ``tests/test_tag_continuous.py``."""
+
+from __future__ import annotations
+
+import textwrap
+
+from fresh_interpreter import run_script
+from test_tag_continuous import TEST5
+
+
+def test_the_warp_observation_equals_the_cpu_under_the_simulator():
+    """With ``warpsci.simulated_warps`` the simulator runs the block observations (its shuffles
+    and ballots emulated): after every step equal to the CPU backend's ``observe_agent``, on
+    test5's game (a thread per observer), on a crowded one with k = 11 (above THREAD_SLOTS: a warp
+    per observer) and on a crowded one of 140 agents (wider than the block: the grid's block
+    observation, a thread per observer for k = 4). Each game is one block (``check_parity``'s
+    default of 8 threads would split the wider ones over blocks, which observe by
+    ``observe_agent``), and every launch is the one-block kernels'. The grid's warps (k above
+    THREAD_SLOTS in a wide game) took 12 minutes a step here: the GPU tests run them
+    (``tests/test_tag_continuous_gpu.py``), and a crowded game with tags and resets runs below
+    (``test_the_observation_launched_apart_equals_the_cpu_under_the_simulator``)."""
+    from warpsci.envs.tag_continuous_threads import THREAD_SLOTS
+
+    crowded_by_warps = {**TEST5, "num_taggers": 3, "num_runners": 9, "grid_length": 1.0,
+                        "num_other_agents_observed": THREAD_SLOTS + 1, "tagging_distance": 0.1,
+                        "episode_length": 3}  # fmt: skip
+    assert TEST5["num_other_agents_observed"] <= THREAD_SLOTS
+    # Wider than a block: the grid's block observation, and observe_agent for the observers it leaves.
+    wide = {"num_taggers": 4, "num_runners": 136, "grid_length": 1.0, "use_full_observation": False,
+            "num_other_agents_observed": 4, "tagging_distance": 0.03, "episode_length": 4,
+            "neighbour_search": "grid", "seed": 5}  # fmt: skip
+    games = ((1, 4, 8, dict(TEST5, episode_length=3)), (1, 2, 128, crowded_by_warps), (1, 1, 256, wide))
+    script = textwrap.dedent(
+        f"""
+        from warpsci import simulated_warps
+        import warpsci.backends.cuda as backend
+        from warpsci.envs.tag_continuous import TAG_CONTINUOUS
+        from warpsci.testing import check_parity
+        print("block before", backend.CudaKernels(TAG_CONTINUOUS, 2, 5).observes_by_block)
+        simulated_warps.enable()
+        print("block after", backend.CudaKernels(TAG_CONTINUOUS, 2, 5).observes_by_block)
+        launches = []
+        launch = backend.CudaKernels._launch_one_block
+        def counted(kernels, *arguments):
+            launches.append(kernels.observes_by_block)
+            launch(kernels, *arguments)
+        backend.CudaKernels._launch_one_block = counted
+        for envs, steps, threads, params in {games!r}:
+            launches.clear()
+            report = check_parity("TagContinuous-v0", num_envs=envs, steps=steps, atol=1e-5, params=params,
+                                  threads_per_block=threads)
+            print("warps", report.ok, report.episodes_ended, len(launches) == steps + 1 and all(launches))
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=900)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert "block before False" in completed.stdout and "block after True" in completed.stdout
+    lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("warps")]
+    assert len(lines) == 3
+    for (_, ok, episodes, by_block), least in zip(lines, (1, 0, 0), strict=True):
+        assert ok == "True" and by_block == "True"
+        assert int(episodes) >= least
+
+
+def test_the_observation_launched_apart_equals_the_cpu_under_the_simulator():
+    """Captured in a CUDA graph, the CUDA backend leaves the block observation to a launch of its
+    own (``CudaKernels.observes_apart``; a GPU test replays such graphs). Under the simulator, with
+    that choice forced for every launch, a crowded game through a reset (a thread per observer)
+    still equals the CPU backend after every step."""
+    crowded = {**TEST5, "num_taggers": 3, "num_runners": 9, "grid_length": 1.0,
+               "num_other_agents_observed": 4, "tagging_distance": 0.1, "episode_length": 3}  # fmt: skip
+    script = textwrap.dedent(
+        f"""
+        from warpsci import simulated_warps
+        import warpsci.backends.cuda as backend
+        from warpsci.envs.tag_continuous import TAG_CONTINUOUS
+        from warpsci.testing import check_parity
+        simulated_warps.enable()
+        backend._capturing = lambda: True
+        launches = []
+        launch = backend.CudaKernels._launch_one_block
+        def counted(kernels, *arguments):
+            launches.append(kernels.observes_apart())
+            launch(kernels, *arguments)
+        backend.CudaKernels._launch_one_block = counted
+        # One block of 128: check_parity's default of 8 threads would split the 12 agents over two
+        # blocks, which observe by observe_agent.
+        report = check_parity("TagContinuous-v0", num_envs=1, steps=4, atol=1e-5, params={crowded!r},
+                              threads_per_block=128)
+        print("parity", report.ok, report.episodes_ended)
+        print("apart", len(launches), all(launches))
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert "apart 5 True" in completed.stdout  # the reset and four steps
+    parity = [line.split() for line in completed.stdout.splitlines() if line.startswith("parity")]
+    assert parity and parity[0][1] == "True" and int(parity[0][2]) >= 1
+
+
+def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simulator():
+    """The GPU test's lattice (``tests/test_tag_continuous_gpu.py``) on the CPU: agents on a
+    lattice (many exactly equal distances, several agents at one point, coordinates multiples of
+    1/16 so that every square is exact) and hints of any kind among the first k (out of range,
+    negative, repeated, the observer itself, NO_AGENT, SEARCH_AGAIN; the others near the observer,
+    so that the simulator walks a few cells rather than the whole grid). After a step in which
+    nobody moves, the block observations under the simulator write what the CPU backend's
+    ``observe_agent`` writes, bit for bit, observations and hints: 12 agents with k = 4 and 140
+    agents in the grid with k = 4, both a thread per observer (the GPU test also runs the warps)."""
+    base = {"num_taggers": 3, "num_runners": 9, "grid_length": 1.0, "use_full_observation": False,
+            "num_other_agents_observed": 4, "episode_length": 10, "seed": 5}  # fmt: skip
+    wide = {**base, "num_taggers": 4, "num_runners": 136, "neighbour_search": "grid"}
+    games = (base, wide)
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from warpsci import simulated_warps
+        simulated_warps.enable()
+        from warpsci.envs.tag_continuous import TAG_CONTINUOUS, TagContinuousParams
+        from warpsci.testing.kernel_runner import HostKernelRunner
+        rng = np.random.default_rng(7)
+        for fields in {games!r}:
+            params = TagContinuousParams(**fields)
+            runners = [HostKernelRunner(TAG_CONTINUOUS, 1, name, params=params) for name in ("cpu", "cuda")]
+            for runner in runners:
+                runner.reset(3)
+            agents = runners[0].state.x.shape[1]
+            ids = np.arange(agents)
+            shift = int(rng.integers(0, 16))
+            x = ((ids + shift) % 12).astype(np.float32) / np.float32(16)
+            y = (((ids + shift) // 12) % 9).astype(np.float32) / np.float32(16)
+            # Hints near the observer in id order (a few lattice rows away; some negative or past
+            # the agents at the ends), repeated, the observer itself, SEARCH_AGAIN, NO_AGENT.
+            shape = runners[0].state.nearest_hint.shape
+            hints = (ids[None, :, None] + rng.integers(-20, 21, shape)).astype(np.int32)
+            hints[..., 1] = hints[..., 0]
+            hints[:, ::2, 2] = ids[::2]
+            hints[:, 1::4, 2] = 2**31 - 2
+            hints[:, ::3, 3] = 2**31 - 1
+            for runner in runners:
+                runner.state.x[...] = x
+                runner.state.y[...] = y
+                runner.state.v[...] = 0
+                runner.state.accel[...] = 0
+                runner.state.nearest_hint[...] = hints
+                runner.step(np.zeros_like(runner.buffers.actions), 3)
+            cpu, gpu = runners
+            print("lattice", agents, params.num_other_agents_observed, gpu._kernels.observes_by_block,
+                  np.array_equal(gpu.state.x[0], x),
+                  np.array_equal(cpu.buffers.obs, gpu.buffers.obs),
+                  np.array_equal(cpu.state.nearest_hint, gpu.state.nearest_hint))
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=900)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("lattice")]
+    assert [(int(line[1]), int(line[2])) for line in lines] == [(12, 4), (140, 4)]
+    for line in lines:
+        assert line[3:] == ["True", "True", "True", "True"], line
