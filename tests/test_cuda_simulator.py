@@ -161,3 +161,51 @@ def test_simulated_warp_intrinsics_exchange_within_each_warp():
     completed = run_script(script, simulator=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "warps ok" in completed.stdout
+
+
+def test_simulated_shared_arrays_are_one_a_block_when_threads_declare_them_together():
+    """After ``warpsci.simulated_warps.enable()`` the simulator's static shared arrays are one a
+    declaration a launch even where a block's threads reach the declarations together (after a
+    ``syncthreads``, as the block observation does) and Python switches threads often: each thread
+    reads what another wrote. Without the lock, this script saw about one launch in five read an
+    array nobody wrote (2026-11-27, this machine)."""
+    script = textwrap.dedent(
+        """
+        import sys
+
+        import numpy as np
+        from numba import cuda, int32
+
+        from warpsci import simulated_warps
+
+        simulated_warps.enable()
+        sys.setswitchinterval(1e-6)
+
+        @cuda.jit
+        def kernel(out):
+            tid = cuda.threadIdx.x
+            cuda.syncthreads()
+            a = cuda.shared.array(32, int32)
+            b = cuda.shared.array(32, int32)
+            c = cuda.shared.array(32, int32)
+            d = cuda.shared.array(32, int32)
+            a[tid] = tid
+            b[tid] = 2 * tid
+            c[tid] = 3 * tid
+            d[tid] = 4 * tid
+            cuda.syncthreads()
+            other = 31 - tid
+            out[tid] = a[other] + b[other] + c[other] + d[other]
+
+        expected = 10 * np.arange(32)[::-1]
+        wrong = 0
+        for _ in range(60):
+            out = np.full(32, -1, np.int64)
+            kernel[1, 32](out)
+            wrong += int((out != expected).any())
+        print("wrong launches", wrong)
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.split()[-3:] == ["wrong", "launches", "0"], completed.stdout

@@ -11,12 +11,22 @@ intrinsic gives it. Every lane of the warp must take part (a full mask), as on a
 here do; a warp whose lanes diverge waits until the barrier's timeout and then fails. A ballot (or a
 match) is returned unsigned, where Numba's on a GPU is signed (test it against 0, not against
 ``0xFFFFFFFF``).
+
+:func:`enable` also makes the simulator's static shared arrays safe for threads that reach their
+declaration together. The simulator allocates a ``cuda.shared.array`` when the first thread of a
+launch reaches its line, by a look-up and a store without a lock: two threads there at once (as
+after a ``syncthreads``, where the block observation declares its arrays) could each allocate an
+array of their own, and the block then read memory nobody wrote (a CI run on 2026-11-27 saw
+``-7.3e-42`` in an observation, once in many launches).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
+
+import numpy as np
 
 #: Seconds a lane waits for the rest of its warp before the simulated kernel fails.
 BARRIER_TIMEOUT_S = 300.0
@@ -67,11 +77,38 @@ def _syncwarp(module: Any, mask: int = 0xFFFFFFFF) -> None:
     _exchange(None)
 
 
+def _shared_array(shared: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
+    """The simulator's ``FakeCUDAShared.array``, its static arrays allocated under a lock: one
+    array a declaration (file and line, as the simulator keys them) a launch."""
+    if shape == 0 or alignment is not None:
+        return _simulator_shared_array(shared, shape, dtype, alignment)
+    from numba.core import types
+    from numba.np import numpy_support
+
+    if isinstance(dtype, types.Type):
+        dtype = numpy_support.as_dtype(dtype)
+    caller = sys._getframe(1)
+    line = (caller.f_code.co_filename, caller.f_lineno)
+    with _lock:
+        array = shared._allocations.get(line)
+        if array is None:
+            array = shared._allocations[line] = np.empty(shape, dtype)
+    return array
+
+
+_simulator_shared_array: Any = None
+
+
 def enable() -> None:
-    """Give the simulator's ``cuda`` module the four intrinsics (where it has none of its own) and
-    let the CUDA backend built after this use block observations under the simulator."""
-    global _enabled
-    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+    """Give the simulator's ``cuda`` module the four intrinsics (where it has none of its own),
+    allocate its static shared arrays under a lock, and let the CUDA backend built after this use
+    block observations under the simulator."""
+    global _enabled, _simulator_shared_array
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule, FakeCUDAShared
+
+    if FakeCUDAShared.array is not _shared_array:
+        _simulator_shared_array = FakeCUDAShared.array
+        FakeCUDAShared.array = _shared_array
 
     for name, function in (
         ("shfl_xor_sync", _shfl_xor_sync),
