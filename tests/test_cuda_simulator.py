@@ -209,3 +209,61 @@ def test_simulated_shared_arrays_are_one_a_block_when_threads_declare_them_toget
     completed = run_script(script, simulator=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert completed.stdout.split()[-3:] == ["wrong", "launches", "0"], completed.stdout
+
+
+def test_simulated_blocks_meet_at_barriers_and_stop_at_a_failing_thread():
+    """``warpsci.simulated_blocks`` (installed before warpsci builds a kernel under the simulator):
+    threads meet at ``syncthreads`` round after round, threads that returned early count as arrived
+    (as on a GPU), ``syncthreads_count`` counts, and a thread that fails stops its block: the
+    threads waiting at a barrier or at a warp's shuffle give up, and the launch raises the failing
+    thread's error, not theirs."""
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        from numba import cuda, int32
+
+        from warpsci import simulated_blocks, simulated_warps
+
+        simulated_warps.enable()
+        assert simulated_blocks.installed()
+
+        @cuda.jit
+        def rounds(out, counts):
+            tid = cuda.threadIdx.x
+            row = cuda.shared.array(64, int32)
+            if tid >= 40:
+                return
+            total = 0
+            for step in range(3):
+                row[tid] = tid * 10 + step
+                cuda.syncthreads()
+                total += row[(tid + 1) % 40]
+                cuda.syncthreads()
+            out[tid] = total
+            counts[tid] = cuda.syncthreads_count(tid % 3 == 0)
+
+        out, counts = np.zeros(64, np.int64), np.zeros(64, np.int64)
+        rounds[1, 64](out, counts)
+        tids = np.arange(40)
+        assert (out[:40] == 3 * ((tids + 1) % 40) * 10 + 3).all(), out
+        assert (counts[:40] == 14).all(), counts
+
+        @cuda.jit
+        def failing(values):
+            tid = cuda.threadIdx.x
+            if tid == 5:
+                values[1000] = 1  # out of range: an IndexError under the simulator
+            if tid < 32:
+                values[tid] = cuda.shfl_xor_sync(0xFFFFFFFF, tid, 1)
+            cuda.syncthreads()
+            values[tid] += 1
+
+        try:
+            failing[1, 64](np.zeros(64, np.int64))
+        except IndexError as error:
+            print("raised", type(error).__name__, "tid=[5, 0, 0]" in str(error))
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "raised IndexError True" in completed.stdout, completed.stdout

@@ -151,9 +151,14 @@ def cached_njit(label: str | None = None, **options: Any) -> Callable[[Callable]
 def cached_cuda_jit(function: Callable, max_registers: int | None = None, label: str | None = None) -> Any:
     """``numba.cuda.jit(function)`` with the source-keyed disk cache (not under the simulator);
     ``max_registers`` caps the registers per thread (default: the compiler's choice); ``label``
-    names the kernel in compile notices (default: the function's name)."""
+    names the kernel in compile notices (default: the function's name). Under the simulator it
+    first installs :mod:`warpsci.simulated_blocks`."""
     from numba import config, cuda
 
+    if config.ENABLE_CUDASIM:
+        from warpsci import simulated_blocks
+
+        simulated_blocks.install()
     options = {} if max_registers is None or config.ENABLE_CUDASIM else {"max_registers": max_registers}
     kernel = cuda.jit(function, **options)
     if config.ENABLE_CUDASIM or not caching_enabled():

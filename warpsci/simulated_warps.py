@@ -3,7 +3,7 @@
 observation) run under ``NUMBA_ENABLE_CUDASIM=1`` and are tested on machines without a GPU. Opt
 in with :func:`enable` before building kernels: the CUDA backend then uses block observations
 under the simulator too (slowly: the simulator runs a Python thread per CUDA thread, and every
-intrinsic is two barriers).
+intrinsic is a barrier).
 
 The simulator runs a block's threads together, one block at a time. The 32 threads of a warp meet
 at a ``threading.Barrier`` of their own, put their values side by side, and each takes what the
@@ -12,50 +12,49 @@ here do; a warp whose lanes diverge waits until the barrier's timeout and then f
 match) is returned unsigned, where Numba's on a GPU is signed (test it against 0, not against
 ``0xFFFFFFFF``).
 
-:func:`enable` also makes the simulator's static shared arrays safe for threads that reach their
-declaration together. The simulator allocates a ``cuda.shared.array`` when the first thread of a
-launch reaches its line, by a look-up and a store without a lock: two threads there at once (as
-after a ``syncthreads``, where the block observation declares its arrays) could each allocate an
-array of their own, and the block then read memory nobody wrote (a CI run on 2026-11-27 saw
-``-7.3e-42`` in an observation, once in many launches).
+:func:`enable` also installs :mod:`warpsci.simulated_blocks` (a block's barriers without a poll,
+its shared arrays allocated under a lock), where a lane that fails stops its warps' barriers.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 from typing import Any
 
-import numpy as np
+from warpsci import simulated_blocks
 
 #: Seconds a lane waits for the rest of its warp before the simulated kernel fails.
 BARRIER_TIMEOUT_S = 300.0
 
-_lock = threading.Lock()
 _enabled = False
 
 
 class _Warp:
-    """The meeting place of one warp of a simulated block."""
+    """The meeting place of one warp of a simulated block: a barrier, and two rows of values that
+    the warp's exchanges take in turn (a lane's count of its exchanges says which)."""
 
     def __init__(self) -> None:
         self.barrier = threading.Barrier(32, timeout=BARRIER_TIMEOUT_S)
-        self.values: list[Any] = [None] * 32
+        self.rows: tuple[list[Any], list[Any]] = ([None] * 32, [None] * 32)
+        self.exchanges = [0] * 32
 
 
 def _exchange(value: Any) -> tuple[list[Any], int]:
-    """Every lane's ``value`` (after all 32 have given theirs) and the caller's lane."""
-    thread = threading.current_thread()
-    manager = thread._manager  # the simulator's BlockManager of this block
-    index, lane = divmod(thread.thread_id, 32)
-    with _lock:
-        warps = manager.__dict__.setdefault("_simulated_warps", {})
-        warp = warps.setdefault(index, _Warp())
-    warp.values[lane] = value
+    """Every lane's ``value`` (after all 32 have given theirs) and the caller's lane.
+
+    One barrier an exchange: a lane writes the next exchange's value into the other row, and the
+    one after that (into this row again) only after the next barrier, which every lane reaches
+    after it has read this row. (Two barriers an exchange, one row, took a simulated Tag
+    continuous test from 41 s to 51 s: medians of three, 2026-11-27, 2-core AMD EPYC.)"""
+    index, lane = divmod(threading.current_thread().thread_id, 32)
+    block = simulated_blocks.current_block()
+    with block.condition:
+        warp = block.warps.setdefault(index, _Warp())
+    row = warp.rows[warp.exchanges[lane] & 1]
+    warp.exchanges[lane] += 1
+    row[lane] = value
     warp.barrier.wait()
-    values = list(warp.values)
-    warp.barrier.wait()  # nobody writes the next exchange before every lane has read this one
-    return values, lane
+    return list(row), lane
 
 
 def _shfl_xor_sync(module: Any, mask: int, value: Any, lane_mask: int) -> Any:
@@ -77,38 +76,14 @@ def _syncwarp(module: Any, mask: int = 0xFFFFFFFF) -> None:
     _exchange(None)
 
 
-def _shared_array(shared: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
-    """The simulator's ``FakeCUDAShared.array``, its static arrays allocated under a lock: one
-    array a declaration (file and line, as the simulator keys them) a launch."""
-    if shape == 0 or alignment is not None:
-        return _simulator_shared_array(shared, shape, dtype, alignment)
-    from numba.core import types
-    from numba.np import numpy_support
-
-    if isinstance(dtype, types.Type):
-        dtype = numpy_support.as_dtype(dtype)
-    caller = sys._getframe(1)
-    line = (caller.f_code.co_filename, caller.f_lineno)
-    with _lock:
-        array = shared._allocations.get(line)
-        if array is None:
-            array = shared._allocations[line] = np.empty(shape, dtype)
-    return array
-
-
-_simulator_shared_array: Any = None
-
-
 def enable() -> None:
     """Give the simulator's ``cuda`` module the four intrinsics (where it has none of its own),
-    allocate its static shared arrays under a lock, and let the CUDA backend built after this use
+    install :mod:`warpsci.simulated_blocks`, and let the CUDA backend built after this use
     block observations under the simulator."""
-    global _enabled, _simulator_shared_array
-    from numba.cuda.simulator.kernelapi import FakeCUDAModule, FakeCUDAShared
+    global _enabled
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule
 
-    if FakeCUDAShared.array is not _shared_array:
-        _simulator_shared_array = FakeCUDAShared.array
-        FakeCUDAShared.array = _shared_array
+    simulated_blocks.install()
 
     for name, function in (
         ("shfl_xor_sync", _shfl_xor_sync),
