@@ -19,7 +19,9 @@ The simulator runs each CUDA thread of a block as a Python thread, one block at 
   array of their own, and the block then read memory nobody wrote. A CI run on 2026-11-27 saw
   ``-7.3e-42`` in an observation, once in many launches.
 - **A failing thread** stops its block: the threads waiting at a barrier (this module's or a
-  warp's, :mod:`warpsci.simulated_warps`) raise, and the launch raises the failing thread's error.
+  warp's, :mod:`warpsci.simulated_warps`) raise, and the launch raises the failing thread's error
+  once every thread of the block has returned (the simulator raised at once and left the others
+  running: a thread that spins on a flag the failed one never sets now holds the launch).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class SimulatedBlock:
     def sync(self) -> None:
         """Wait until every thread of the block still running has reached a barrier."""
         with self.condition:
-            self._raise_if_failed()
+            self.raise_if_failed()
             self.waiting += 1
             generation = self.generation
             if self.waiting == self.running:
@@ -67,7 +69,7 @@ class SimulatedBlock:
                 if not self.condition.wait(BARRIER_TIMEOUT_S):
                     raise BlockFailed(f"a thread waited {BARRIER_TIMEOUT_S} s at syncthreads for its block")
             if generation == self.generation:
-                self._raise_if_failed()
+                self.raise_if_failed()
 
     def finish(self, failed: bool) -> None:
         """The calling thread has returned (``failed``: by an exception)."""
@@ -86,7 +88,8 @@ class SimulatedBlock:
         self.generation += 1
         self.condition.notify_all()
 
-    def _raise_if_failed(self) -> None:
+    def raise_if_failed(self) -> None:
+        """Raise :class:`BlockFailed` where a thread of the block has failed."""
         if self.failure is not None:
             raise BlockFailed(f"another thread of the block failed ({self.failure.threadIdx})")
 
@@ -118,10 +121,14 @@ def _run_block(manager: Any, grid_point: tuple[int, ...], *args: Any) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    failed = block.failure if block.failure is not None else next((t for t in threads if t.exception), None)
-    if failed is not None and failed.exception is not None:
-        error, traceback = failed.exception
+    failed = [thread for thread in threads if thread.exception]
+    if block.failure in failed:
+        failed.insert(0, block.failure)
+    if failed:
+        error, traceback = failed[0].exception
         raise error.with_traceback(traceback)
+    if block.failure is not None:
+        raise BlockFailed(f"thread {block.failure.threadIdx} of the block failed")
 
 
 def _syncthreads(thread: Any) -> None:
