@@ -39,7 +39,9 @@ An environment is one Python module holding
       writes (CovidEconomy's governors fill in their part of the planner's view, in parallel):
       every agent of an environment observes in the same stage, final observations included.
   ``is_terminal(state, params, env) -> bool``
-      Whether the environment's episode has ended (once per environment, after the step's stages).
+      Whether the environment's episode has ended, after the step's stages. Every agent of the
+      environment asks it (at once, in the stage that closes the agents), so it must only read,
+      and cheaply: a counter or a few values, not a loop over the agents.
   ``is_agent_done(state, params, env, agent) -> bool`` (optional)
       Whether the agent leaves the game with this step (a tagged runner). From the next step on it
       acts no more: its stages are skipped, its reward is 0, and trainers mask it out of the loss.

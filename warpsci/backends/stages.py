@@ -8,9 +8,10 @@ same agent wrote just before). The lists:
 reset:  reset the environment's fields, then each agent's (``reset_environment``, ``reset_agent``),
         observe (``observe_agent``, ``action_mask``)
 step:   begin (rewards cleared, unless the first stage is an agent stage, which sets them), the
-        environment's own stages, finish the environment (clock,
-        ``is_terminal``, time limit), close each agent (``is_agent_done``, returns, final
-        observation), reset finished environments (environment, then agents), observe
+        environment's own stages, close each agent (every agent asks ``is_terminal`` and the time
+        limit itself: ``is_agent_done``, returns, final observation), finish the environment
+        (clock; where the episode ended, the environment's reset), reset the agents of finished
+        environments, observe
 random step (``WarpVectorEnv.random_rollout``): a uniform random action, then the step without its
         observation (and with episode tallies); the rollout observes once after its last step.
 An environment with a block observation (``EnvironmentDefinition.block_observation``) is observed
@@ -155,24 +156,20 @@ def make_kernel_stages(
         buffers.rewards[env, agent] = 0.0
 
     @jit
-    def finish_environment(state, params, buffers, run, env, agent, keys):
-        buffers.tick[env] += 1
+    def close_agent(state, params, buffers, run, env, agent, keys):
+        """Whether the episode ended (every agent asks ``is_terminal`` and the time limit itself;
+        agent 0 writes the environment's flags, which no agent reads in this stage); who leaves
+        the game; accumulate the return; where the episode ended, keep the last observation and
+        the return."""
         elapsed = buffers.elapsed[env] + 1
         terminated = is_terminal(state, params, env)
         truncated = elapsed >= run[1]  # as Gymnasium's TimeLimit: both flags may be set
-        buffers.terminated[env] = terminated
-        buffers.truncated[env] = truncated
-        if terminated or truncated:
-            buffers.final_length[env] = elapsed
-            buffers.elapsed[env] = 0
-        else:
-            buffers.elapsed[env] = elapsed
-
-    @jit
-    def close_agent(state, params, buffers, run, env, agent, keys):
-        """Who leaves the game; accumulate the return; where the episode ended, keep the last
-        observation and the return."""
-        ended = buffers.terminated[env] or buffers.truncated[env]
+        ended = terminated or truncated
+        if agent == 0:
+            buffers.terminated[env] = terminated
+            buffers.truncated[env] = truncated
+            if ended:
+                buffers.final_length[env] = elapsed
         if tracks_agents:
             was_active = buffers.active[env, agent]
             if not was_active:
@@ -182,9 +179,9 @@ def make_kernel_stages(
                 leaves = is_agent_done(state, params, env, agent)
                 if leaves:
                     buffers.active[env, agent] = False
-            buffers.agent_terminated[env, agent] = was_active and (leaves or buffers.terminated[env])
+            buffers.agent_terminated[env, agent] = was_active and (leaves or terminated)
         else:
-            buffers.agent_terminated[env, agent] = buffers.terminated[env]
+            buffers.agent_terminated[env, agent] = terminated
         episode_return = buffers.episode_return[env, agent] + buffers.rewards[env, agent]
         if ended:
             observe_agent(state, params, buffers.final_obs, env, agent)
@@ -194,10 +191,17 @@ def make_kernel_stages(
             buffers.episode_return[env, agent] = episode_return
 
     @jit
-    def reset_finished_environment(state, params, buffers, run, env, agent, keys):
+    def finish_environment(state, params, buffers, run, env, agent, keys):
+        """The clock (after every agent has read it in ``close_agent``); where the episode ended,
+        the environment's own reset."""
+        tick = buffers.tick[env] + 1
+        buffers.tick[env] = tick
         if buffers.terminated[env] or buffers.truncated[env]:
-            key = make_key(run[0], env, ENVIRONMENT_KEY_AGENT, buffers.tick[env], RESET_STREAM)
+            buffers.elapsed[env] = 0
+            key = make_key(run[0], env, ENVIRONMENT_KEY_AGENT, tick, RESET_STREAM)
             reset_environment(state, params, env, key)
+        else:
+            buffers.elapsed[env] += 1
 
     @jit
     def reset_finished_agent(state, params, buffers, run, env, agent, keys):
@@ -265,15 +269,10 @@ def make_kernel_stages(
     step_body = (
         *clear,
         *environment_stages,
-        Stage(finish_environment, per_agent=False, bookkeeping=True),
         Stage(close_agent, per_agent=True, bookkeeping=True),
+        Stage(finish_environment, per_agent=False, bookkeeping=True),
     )
-    step_resets = (
-        Stage(reset_finished_environment, per_agent=False, bookkeeping=True),
-        Stage(reset_finished_agent, per_agent=True, bookkeeping=True),
-    )
-    if definition.reset_environment is None:
-        step_resets = step_resets[1:]
+    reset_agents = (Stage(reset_finished_agent, per_agent=True, bookkeeping=True),)
     if observe_agents:
         observe_stages: tuple[Stage, ...] = (Stage(observe, per_agent=True),)
     else:
@@ -281,12 +280,12 @@ def make_kernel_stages(
     fresh = (Stage(fresh_environment, per_agent=False), Stage(fresh_agent, per_agent=True))
     return KernelStages(
         reset=fresh + observe_stages,
-        step=step_body + step_resets + observe_stages,
+        step=step_body + reset_agents + observe_stages,
         random_step=(
             Stage(random_action, per_agent=True),
             *step_body,
             Stage(tally_episode, per_agent=True, sync=False, bookkeeping=True),
-            *step_resets,
+            *reset_agents,
         ),
         observe=observe_stages,
     )
