@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-#: Seconds a thread waits at a ``syncthreads`` for the rest of its block before the kernel fails.
+#: Seconds a thread waits at a ``syncthreads`` (or a lane at a warp intrinsic,
+#: :mod:`warpsci.simulated_warps`) for the rest of its block (or warp) before the kernel fails.
 BARRIER_TIMEOUT_S = 300.0
 
 _lock = threading.Lock()

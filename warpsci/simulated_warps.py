@@ -23,9 +23,6 @@ from typing import Any
 
 from warpsci import simulated_blocks
 
-#: Seconds a lane waits for the rest of its warp before the simulated kernel fails.
-BARRIER_TIMEOUT_S = 300.0
-
 _enabled = False
 
 
@@ -34,7 +31,7 @@ class _Warp:
     the warp's exchanges take in turn (a lane's count of its exchanges says which)."""
 
     def __init__(self) -> None:
-        self.barrier = threading.Barrier(32, timeout=BARRIER_TIMEOUT_S)
+        self.barrier = threading.Barrier(32, timeout=simulated_blocks.BARRIER_TIMEOUT_S)
         self.rows: tuple[list[Any], list[Any]] = ([None] * 32, [None] * 32)
         self.exchanges = [0] * 32
 
