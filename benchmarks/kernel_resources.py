@@ -7,10 +7,11 @@ Builds the environment on the CPU (for the kernels' argument types), compiles th
 environments in one block each to PTX with Numba's CUDA compiler (NVVM, from the
 ``nvidia-nvvm`` wheel), and assembles them with ``ptxas -v`` (``nvidia-cuda-nvcc`` wheel) at each
 register cap: the random-steps kernel as launched from Python (block observation inside, at the
-observation's cap), and, as a CUDA graph launches them, the stages' kernel apart (at each
-``--stage-registers`` cap; default the backend's ``STAGES_APART_MAX_REGISTERS``) and the block
-observation's own kernel. Prints ptxas's registers a thread, stack frame and spill bytes (static:
-how much each run executes needs a GPU profile). The wheels are for development only::
+observation's cap), and, as a random rollout captured in a CUDA graph launches them, the
+random-steps kernel's stages apart (at each ``--stage-registers`` cap; default the backend's
+``STAGES_APART_MAX_REGISTERS``) and the block observation's own kernel. Prints ptxas's registers a
+thread, stack frame and spill bytes: static figures (how often each spill runs needs a profile on
+a GPU). The wheels are for development only::
 
     pip install "nvidia-cuda-nvcc==13.*" "nvidia-nvvm==13.*"
 
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numba
 import numpy as np
@@ -44,21 +46,20 @@ from tag_continuous_session import published  # noqa: E402
 TARGET = (9, 0)
 
 
-class _Target:
-    """Stands in for the current device where Numba asks for one while compiling device functions."""
-
-    compute_capability = TARGET
-
-
 def ptxas_path() -> str:
-    """The ``ptxas`` of the ``nvidia-cuda-nvcc`` wheel (it reads the PTX that the wheel's NVVM
-    writes; an older toolkit's on the PATH may not), else the one on the PATH."""
+    """The ``ptxas`` of the newest ``nvidia-cuda-nvcc`` wheel (``nvidia/cu13`` before ``cu12``: it
+    must read the PTX that the ``nvidia-nvvm`` wheel's NVVM writes, which an older toolkit's may
+    not), else the one on the PATH."""
     try:
         import nvidia
 
-        for root in nvidia.__path__:
-            for candidate in sorted(glob.glob(os.path.join(root, "*", "bin", "ptxas"))):
-                return candidate
+        candidates = [
+            path for root in nvidia.__path__ for path in glob.glob(os.path.join(root, "*", "bin", "ptxas"))
+        ]
+        if candidates:
+            return max(
+                candidates, key=lambda path: int(re.sub(r"\D", "", Path(path).parent.parent.name) or 0)
+            )
     except ImportError:
         pass
     found = shutil.which("ptxas")
@@ -77,6 +78,11 @@ def resources(ptx: str, max_registers: int | None) -> str:
             command.insert(2, f"-maxrregcount={max_registers}")
         done = subprocess.run(command, capture_output=True, text=True)
     text = done.stderr + done.stdout
+    # ptxas reports each function it assembles; the kernel's report follows "Compiling entry function".
+    entry = text.find("Compiling entry function")
+    if done.returncode != 0 or entry < 0:
+        return "ptxas failed: " + text.strip()[-300:]
+    text = text[entry:]
     used = re.search(r"Used (\d+) registers", text)
     spills = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", text)
     if not used or not spills:
@@ -103,7 +109,8 @@ def main() -> None:
     options = parser.parse_args()
     import numba.cuda.dispatcher as dispatcher
 
-    dispatcher.get_current_device = _Target  # device functions compile for TARGET, no GPU asked
+    # Device functions compile for the current device's compute capability: TARGET, no GPU asked.
+    dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=TARGET)
 
     definition = get_definition(options.env_id)
     params = definition.default_params()
@@ -120,7 +127,12 @@ def main() -> None:
     observation = definition.block_observation_for(env.num_agents)
     if observation is None or not observation.applies(params):
         observation = None
-    cap = observation.registers(params) if observation else None
+    if observation is not None:
+        cap = observation.registers(params)
+    elif env.num_agents > cuda_backend.default_threads_per_block(env.num_agents):
+        cap = definition.wide_max_registers or cuda_backend.WIDE_MAX_REGISTERS
+    else:
+        cap = None
     print(f"{options.env_id}, {env.num_agents} agents, sm_{TARGET[0]}{TARGET[1]}", flush=True)
     fused = cuda_backend._compile_fused(definition, env.num_agents > 1, cap, observation)
     print(f"random steps, observed inside, cap {cap}: {resources(compile_ptx(fused[2], arguments), cap)}")

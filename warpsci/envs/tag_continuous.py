@@ -592,8 +592,8 @@ def tag_runner(state, params, actions, env, agent, key):
     best = gap_between(x, y, xs[nearest], ys[nearest])
     index = np.uint32(1)
     while index <= last:
-        # Past the last tagger each read repeats it, which a tie cannot displace.
-        first = np.uint32(taggers[min(index, last)])
+        # Past the last tagger the later reads repeat it, which a tie cannot displace.
+        first = np.uint32(taggers[index])
         second = np.uint32(taggers[min(np.uint32(index + 1), last)])
         third = np.uint32(taggers[min(np.uint32(index + 2), last)])
         fourth = np.uint32(taggers[min(np.uint32(index + 3), last)])
