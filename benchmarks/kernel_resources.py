@@ -94,8 +94,16 @@ def resources(ptx: str, max_registers: int | None) -> str:
 
 
 def compile_ptx(kernel, arguments: tuple) -> str:
+    """PTX of ``kernel`` for TARGET; exits with one line where Numba cannot compile it (most often
+    NVVM missing)."""
     types = tuple(numba.typeof(argument) for argument in arguments)
-    ptx, _ = numba.cuda.compile(kernel.py_func, types, device=False, cc=TARGET, output="ptx", abi="numba")
+    try:
+        ptx, _ = numba.cuda.compile(kernel.py_func, types, device=False, cc=TARGET, output="ptx", abi="numba")
+    except Exception as error:  # Numba's errors run to many lines: the first says what went wrong
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        sys.exit(
+            f'kernel_resources: compiling failed ({first}); NVVM comes with pip install "nvidia-nvvm==13.*"'
+        )
     return ptx
 
 
@@ -107,18 +115,25 @@ def main() -> None:
         "--stage-registers", type=int, nargs="+", default=[cuda_backend.STAGES_APART_MAX_REGISTERS]
     )
     options = parser.parse_args()
+    if options.runners is not None and options.env_id != "TagContinuous-v0":
+        parser.error(
+            "--runners applies to TagContinuous-v0 only (its published game); leave it out otherwise"
+        )
     import numba.cuda.dispatcher as dispatcher
 
     # Device functions compile for the current device's compute capability: TARGET, no GPU asked.
     dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=TARGET)
 
-    definition = get_definition(options.env_id)
-    params = definition.default_params()
-    if options.runners is not None:
-        params = definition.params_type(**published(options.runners))
-    env = warpsci.make(
-        options.env_id, num_envs=2, device="cpu", params=params, copy=False, check_actions=False
-    )
+    try:
+        definition = get_definition(options.env_id)
+        params = definition.default_params()
+        if options.runners is not None:
+            params = definition.params_type(**published(options.runners))
+        env = warpsci.make(
+            options.env_id, num_envs=2, device="cpu", params=params, copy=False, check_actions=False
+        )
+    except ValueError as error:
+        sys.exit(f"kernel_resources: {error}")
     env.reset(seed=0)
     env.random_rollout(1)
     (_, _, _, _), views = env._random_rollout_arrays
