@@ -45,8 +45,7 @@ An environment is one Python module holding
   ``is_agent_done(state, params, env, agent) -> bool`` (optional)
       Whether the agent leaves the game with this step (a tagged runner). From the next step on it
       acts no more: its stages are skipped, its reward is 0, and trainers mask it out of the loss.
-      Everyone returns at the next reset. Every agent is asked, those already out too (in the
-      stage that closes the agents, before its writes), so it must only read.
+      Everyone returns at the next reset.
   ``action_mask(state, params, mask, env, agent) -> None`` (optional)
       Write which actions the agent may take next into ``mask[env, agent, :]`` (bool): one entry
       per action for ``Discrete(n)``, ``sum(nvec)`` entries (component after component) for

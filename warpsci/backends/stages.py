@@ -160,17 +160,9 @@ def make_kernel_stages(
         """Whether the episode ended (every agent asks ``is_terminal`` and the time limit itself;
         agent 0 writes the environment's flags, which no agent reads in this stage); who leaves
         the game; accumulate the return; where the episode ended, keep the last observation and
-        the return. Everything is read before anything is written: on a GPU a read placed after a
-        write to another array waits for it (the compiler cannot rule out that they overlap)."""
+        the return."""
         elapsed = buffers.elapsed[env] + 1
         terminated = is_terminal(state, params, env)
-        reward = buffers.rewards[env, agent]
-        episode_return = buffers.episode_return[env, agent]
-        was_active = True
-        done = False
-        if tracks_agents:
-            was_active = buffers.active[env, agent]
-            done = is_agent_done(state, params, env, agent)
         truncated = elapsed >= run[1]  # as Gymnasium's TimeLimit: both flags may be set
         ended = terminated or truncated
         if agent == 0:
@@ -179,16 +171,18 @@ def make_kernel_stages(
             if ended:
                 buffers.final_length[env] = elapsed
         if tracks_agents:
+            was_active = buffers.active[env, agent]
             if not was_active:
-                reward = np.float32(0.0)
-                buffers.rewards[env, agent] = reward  # also what environment stages may have added
-            leaves = was_active and done
-            if leaves:
-                buffers.active[env, agent] = False
+                buffers.rewards[env, agent] = 0.0  # also what environment stages may have added
+            leaves = False
+            if was_active:
+                leaves = is_agent_done(state, params, env, agent)
+                if leaves:
+                    buffers.active[env, agent] = False
             buffers.agent_terminated[env, agent] = was_active and (leaves or terminated)
         else:
             buffers.agent_terminated[env, agent] = terminated
-        episode_return += reward
+        episode_return = buffers.episode_return[env, agent] + buffers.rewards[env, agent]
         if ended:
             observe_agent(state, params, buffers.final_obs, env, agent)
             buffers.final_return[env, agent] = episode_return

@@ -575,53 +575,27 @@ def distance(state, env, first, second):
 @agent_function
 def tag_runner(state, params, actions, env, agent, key):
     """Section 6.2-6.3 for one runner still in the game: the nearest tagger (ties to the lower id)
-    tags it when strictly closer than the radius; at the time limit the end-of-game reward.
-
-    Everything is read before the tagging writes, and the taggers' positions four at a time (one
-    wait for the four reads, not one per tagger): on a GPU a read waits for the branch or the write
-    placed before it."""
+    tags it when strictly closer than the radius; at the time limit the end-of-game reward."""
     if params.is_tagger[agent] == 1 or state.in_game[env, agent] == 0:
         return np.float32(0.0)
-    at_time_limit = state.t[env] == params.episode_length
-    xs, ys = state.x[env], state.y[env]
-    runner = np.uint32(agent)
-    x, y = xs[runner], ys[runner]
-    taggers = params.tagger_ids  # in increasing id: ties to the lower id (num_taggers >= 1)
-    last = np.uint32(taggers.shape[0] - 1)
-    nearest = np.uint32(taggers[0])
-    best = gap_between(x, y, xs[nearest], ys[nearest])
-    index = np.uint32(1)
-    while index <= last:
-        # Past the last tagger the later reads repeat it, which a tie cannot displace.
-        first = np.uint32(taggers[index])
-        second = np.uint32(taggers[min(np.uint32(index + 1), last)])
-        third = np.uint32(taggers[min(np.uint32(index + 2), last)])
-        fourth = np.uint32(taggers[min(np.uint32(index + 3), last)])
-        gaps = (
-            gap_between(x, y, xs[first], ys[first]),
-            gap_between(x, y, xs[second], ys[second]),
-            gap_between(x, y, xs[third], ys[third]),
-            gap_between(x, y, xs[fourth], ys[fourth]),
-        )
-        if gaps[0] < best:
-            nearest, best = first, gaps[0]
-        if gaps[1] < best:
-            nearest, best = second, gaps[1]
-        if gaps[2] < best:
-            nearest, best = third, gaps[2]
-        if gaps[3] < best:
-            nearest, best = fourth, gaps[3]
-        index = np.uint32(index + 4)
     reward = np.float32(0.0)
-    leaves = False
+    taggers = params.tagger_ids  # in increasing id: ties to the lower id (num_taggers >= 1)
+    nearest = np.uint32(taggers[0])
+    best = distance(state, env, agent, nearest)
+    index = np.uint32(1)
+    while index < np.uint32(taggers.shape[0]):
+        other = np.uint32(taggers[index])
+        gap = distance(state, env, agent, other)
+        if gap < best:
+            nearest, best = other, gap
+        index = np.uint32(index + 1)
     if best < params.tagging_radius:
         reward += params.tag_penalty_for_runner
         atomic_add(state.tag_reward, (env, nearest), params.tag_reward_for_tagger)
         if params.runner_exits_game_after_tagged:
-            leaves = True
             state.in_game[env, agent] = 0
             atomic_add(state.runners_left, env, -1)
-    if at_time_limit and not leaves:
+    if state.t[env] == params.episode_length and state.in_game[env, agent] == 1:
         reward += params.end_of_game_reward_for_runner
     return reward
 
