@@ -75,10 +75,6 @@ def _no_views(source, store):
     return ()
 
 
-def _no_copies(source, target, env, agent, num_agents):
-    pass
-
-
 def _view_chain(plan: list) -> Callable:
     """``views(source, store)``: a tuple with, for each entry of the ``source`` tuple, its staged
     view over the ``store`` bytes or the entry itself."""
@@ -112,32 +108,57 @@ def _then_view(previous: Callable, index: int, staged: bool, offset: int, size: 
     return environment_value
 
 
-def _copy_chain(plan: list) -> Callable:
-    """``copy(source, target, env, agent, num_agents)``: each staged entry's value of ``agent`` (and,
-    by agent 0, each per-environment value) from the ``source`` tuple into the ``target`` tuple."""
-    copy = cuda.jit(device=True)(_no_copies)
-    for index, (staged, _, _, per_agent) in enumerate(plan):
-        if staged:
-            copy = cuda.jit(device=True)(_then_copy(copy, index, per_agent))
-    return copy
+def _copy_chain(plan: list, per_agent: bool) -> tuple[Callable, Callable]:
+    """``(read, write)`` for the staged entries of one kind (``per_agent``: each agent's values, else
+    the environment's): ``read(source, env, agent)`` returns their values in the ``source`` tuple,
+    ``write(target, values, env, agent)`` writes them into the ``target`` tuple."""
+    indices = [
+        index for index, (staged, _, _, agentwise) in enumerate(plan) if staged and agentwise == per_agent
+    ]
+    read = cuda.jit(device=True)(_no_reads)
+    write = cuda.jit(device=True)(_no_writes)
+    for position, index in enumerate(indices):
+        read = cuda.jit(device=True)(_then_read(read, index, per_agent))
+        write = cuda.jit(device=True)(_then_write(write, index, position, per_agent))
+    return read, write
 
 
-def _then_copy(previous: Callable, index: int, per_agent: bool):
+def _no_reads(source, env, agent):
+    return ()
+
+
+def _no_writes(target, values, env, agent):
+    pass
+
+
+def _then_read(previous: Callable, index: int, per_agent: bool) -> Callable:
     if per_agent:
 
-        def copy_agent(source, target, env, agent, num_agents):
-            previous(source, target, env, agent, num_agents)
-            if agent < num_agents:
-                target[index][env, agent] = source[index][env, agent]
+        def read_agent(source, env, agent):
+            return previous(source, env, agent) + (source[index][env, agent],)
 
-        return copy_agent
+        return read_agent
 
-    def copy_environment(source, target, env, agent, num_agents):
-        previous(source, target, env, agent, num_agents)
-        if agent == 0:
-            target[index][env] = source[index][env]
+    def read_environment(source, env, agent):
+        return previous(source, env, agent) + (source[index][env],)
 
-    return copy_environment
+    return read_environment
+
+
+def _then_write(previous: Callable, index: int, position: int, per_agent: bool) -> Callable:
+    if per_agent:
+
+        def write_agent(target, values, env, agent):
+            previous(target, values, env, agent)
+            target[index][env, agent] = values[position]
+
+        return write_agent
+
+    def write_environment(target, values, env, agent):
+        previous(target, values, env, agent)
+        target[index][env] = values[position]
+
+    return write_environment
 
 
 def staged_bytes(definition: EnvironmentDefinition, width: int) -> int:
@@ -173,22 +194,38 @@ def make_staging(definition: EnvironmentDefinition, width: int) -> tuple[Callabl
     words = max(1, size // _ALIGNMENT)
     state_type = definition.state_type
     state_views, buffer_views = _view_chain(state_plan), _view_chain(buffer_plan)
-    copy_state, copy_buffers = _copy_chain(state_plan), _copy_chain(buffer_plan)
+    read_agent_state, write_agent_state = _copy_chain(state_plan, True)
+    read_agent_buffers, write_agent_buffers = _copy_chain(buffer_plan, True)
+    read_environment_state, write_environment_state = _copy_chain(state_plan, False)
+    read_environment_buffers, write_environment_buffers = _copy_chain(buffer_plan, False)
+
+    # Every value is read before any is written: a write through a generic pointer (shared memory,
+    # as Numba addresses it) may alias a later read of global memory, so that the compiler would
+    # otherwise wait for each read's round trip in turn.
+    def copy(state, buffers, target_state, target_buffers, env, agent, num_agents, live):
+        if live and agent < num_agents:
+            state_values = read_agent_state(state, env, agent)
+            buffer_values = read_agent_buffers(buffers, env, agent)
+            write_agent_state(target_state, state_values, env, agent)
+            write_agent_buffers(target_buffers, buffer_values, env, agent)
+        if live and agent == 0:
+            state_values = read_environment_state(state, env, agent)
+            buffer_values = read_environment_buffers(buffers, env, agent)
+            write_environment_state(target_state, state_values, env, agent)
+            write_environment_buffers(target_buffers, buffer_values, env, agent)
+
+    copy = cuda.jit(device=True)(copy)
 
     def stage(state, buffers, env, agent, num_agents, live):
         store = cuda.shared.array(words, np.int64).view(np.uint8)
         staged_state = state_type(*state_views(state, store))
         staged_buffers = EnvBuffers(*buffer_views(buffers, store))
-        if live:
-            copy_state(state, staged_state, env, agent, num_agents)
-            copy_buffers(buffers, staged_buffers, env, agent, num_agents)
+        copy(state, buffers, staged_state, staged_buffers, env, agent, num_agents, live)
         cuda.syncthreads()
         return staged_state, staged_buffers
 
     def unstage(staged_state, staged_buffers, state, buffers, env, agent, num_agents, live):
         cuda.syncthreads()
-        if live:
-            copy_state(staged_state, state, env, agent, num_agents)
-            copy_buffers(staged_buffers, buffers, env, agent, num_agents)
+        copy(staged_state, staged_buffers, state, buffers, env, agent, num_agents, live)
 
     return cuda.jit(device=True)(stage), cuda.jit(device=True)(unstage)
