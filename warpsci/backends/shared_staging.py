@@ -21,8 +21,9 @@ shape, ``(num_envs, num_agents)`` or ``(num_envs,)``, over one row of shared mem
 index lands on its row. Nothing in the stages changes; the same functions compile for either kind of
 array.
 
-H100, Tag continuous 2,000 x 110 (k = 10), every step observed, replayed from a CUDA graph: 17.8M-17.9M
-env steps/s -> 19.8M (BENCHMARKS.md, 2026-11-27, fifteenth session).
+H100, Tag continuous 2,000 x 110 (k = 10), every step observed, replayed from a CUDA graph, env
+steps/s: 17.7M-17.9M -> 20.4M-20.6M; with each value's read and write in turn (the reads then went
+out one round trip at a time) 19.2M-19.3M (BENCHMARKS.md, 2026-11-27, fifteenth session).
 """
 
 from __future__ import annotations
