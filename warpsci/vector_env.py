@@ -18,7 +18,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from warpsci.backends.buffers import EnvBuffers
+from warpsci.backends.buffers import SCALAR_BUFFERS, EnvBuffers
 from warpsci.backends.torch_interop import current_numba_stream, numba_view
 from warpsci.environment import (
     AgentGroup,
@@ -572,16 +572,10 @@ def array_layout(
         "obs": (obs_shape, torch.float32),
         "final_obs": (obs_shape, torch.float32),
         "actions": ((n, a) + action_shape, action_dtype),
-        "rewards": ((n, a), torch.float32),
-        "terminated": ((n,), torch.bool),
-        "truncated": ((n,), torch.bool),
-        "elapsed": ((n,), torch.int32),
-        "tick": ((n,), torch.int64),
-        "episode_return": ((n, a), torch.float32),
-        "final_return": ((n, a), torch.float32),
-        "final_length": ((n,), torch.int32),
-        "active": ((n, a), torch.bool),
-        "agent_terminated": ((n, a), torch.bool),
+        **{
+            name: ((n, a) if per_agent else (n,), _NUMPY_TO_TORCH[np.dtype(dtype)])
+            for name, (dtype, per_agent) in SCALAR_BUFFERS.items()
+        },
         "action_mask": ((n, a, max(1, mask_width)), torch.bool),
     }
     return layout | {f"buffers.{name}": spec for name, spec in buffers.items()}

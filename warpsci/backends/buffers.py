@@ -6,6 +6,8 @@ the compiled environment functions.
 
 from collections import namedtuple
 
+import numpy as np
+
 EnvBuffers = namedtuple(
     "EnvBuffers",
     [
@@ -25,3 +27,19 @@ EnvBuffers = namedtuple(
         "action_mask",  # (num_envs, num_agents, mask_width) bool: allowed actions (width 1 if unused)
     ],
 )
+
+#: The buffers that hold one value per agent or per environment: ``name: (dtype, per_agent)``, in
+#: ``EnvBuffers``' order (``obs``, ``final_obs``, ``actions`` and ``action_mask`` have shapes of their
+#: own).
+SCALAR_BUFFERS = {
+    "rewards": (np.float32, True),
+    "terminated": (np.bool_, False),
+    "truncated": (np.bool_, False),
+    "elapsed": (np.int32, False),
+    "tick": (np.int64, False),
+    "episode_return": (np.float32, True),
+    "final_return": (np.float32, True),
+    "final_length": (np.int32, False),
+    "active": (np.bool_, True),
+    "agent_terminated": (np.bool_, True),
+}

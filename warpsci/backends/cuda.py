@@ -30,7 +30,10 @@ launch costs a microsecond or two, the observation is a launch of its own (**obs
 the stages before it then run at :data:`STAGES_APART_MAX_REGISTERS` registers, with more blocks to
 an SM to hide their waits on memory and on each other, instead of at the observation's cap (H100,
 Tag continuous, every step observed, graph-replayed, env steps/s: 2,000 x 110 16.4M -> 17.1M,
-2,000 x 1,000 1.01M -> 1.03M). Both give the same results: only the launches differ.
+2,000 x 1,000 1.01M -> 1.03M). Both give the same results: only the launches differ. There, where
+the environment's agents fit the block, the step's kernels also run their stages on the scalar
+arrays staged in shared memory (:mod:`warpsci.backends.shared_staging`; Tag continuous 2,000 x 110:
+17.8M -> 20.5M).
 
 Kernels are launched on a given stream (torch's current stream, by default), so they order with
 torch's work and can be captured in a CUDA graph.
@@ -47,6 +50,7 @@ from numba import config, cuda
 
 import warpsci._numba_compat  # noqa: F401  (must precede numba-cuda compilation)
 from warpsci import simulated_warps
+from warpsci.backends.shared_staging import make_staging, staged_bytes
 from warpsci.backends.stages import KernelStages, Stage, agent_keys, make_kernel_stages, sequence
 from warpsci.environment import (
     MAX_AGENTS_IN_ONE_BLOCK,
@@ -80,6 +84,11 @@ MAX_FUSED_AGENTS = MAX_AGENTS_IN_ONE_BLOCK
 #: replaces ``wide_max_registers`` there): at 1,000 agents 64 was under 1% ahead. The first capture
 #: compiles these kernels (tens of seconds where the kernel cache has none), inside the capture.
 STAGES_APART_MAX_REGISTERS = 40
+#: The most shared memory, in bytes, that the step's kernels observed apart stage their scalar arrays
+#: in (:mod:`warpsci.backends.shared_staging`); an environment whose staging would take more keeps
+#: them in global memory. Tag continuous takes 6,940 bytes at 128 agents; 16 KB leaves an H100's SM
+#: room for its 12 blocks at 40 registers.
+MAX_STAGED_BYTES = 16 * 1024
 
 
 def default_threads_per_block(num_agents: int) -> int:
@@ -147,6 +156,9 @@ class CudaKernels:
         )
         #: Dynamic shared memory per block of the fused kernels, in bytes (a block observation's).
         self.shared_bytes = 0
+        #: The width that the step's kernels observed apart stage their scalar arrays in shared
+        #: memory for (:mod:`warpsci.backends.shared_staging`); None where they are not staged.
+        self.staged_width: int | None = None
         if self.blocks_per_env == 1:
             agent_threads = (
                 observation.threads if self.observes_by_block else min(num_agents, threads_per_block)
@@ -168,8 +180,14 @@ class CudaKernels:
             by_block = observation if self.observes_by_block else None
             self._fused = _compile_fused(definition, num_agents > 1, registers, by_block)
             if self.observes_by_block:
+                self.staged_width = _staged_width(definition, num_agents, observation.threads)
                 self._stages_apart = _compile_fused(
-                    definition, num_agents > 1, STAGES_APART_MAX_REGISTERS, by_block, observe_apart=True
+                    definition,
+                    num_agents > 1,
+                    STAGES_APART_MAX_REGISTERS,
+                    by_block,
+                    observe_apart=True,
+                    staged_width=self.staged_width,
                 )
                 self._observe_apart = _compile_block_observation(definition, by_block, registers)
             envs_per_block = 1 if self.observes_by_block else max(1, threads_per_block // agent_threads)
@@ -295,6 +313,25 @@ def _no_block_observation(state, params, obs, env):
     pass
 
 
+@cuda.jit(device=True)
+def _global_arrays(state, buffers, env, agent, num_agents, live):
+    return state, buffers
+
+
+@cuda.jit(device=True)
+def _nothing_staged(staged_state, staged_buffers, state, buffers, env, agent, num_agents, live):
+    pass
+
+
+def _staged_width(definition: EnvironmentDefinition, num_agents: int, threads: int) -> int | None:
+    """The width that the step's kernels observed apart stage their scalar arrays for
+    (:mod:`warpsci.backends.shared_staging`): the block's ``threads``, where the environment's
+    agents fit them and the staging takes at most :data:`MAX_STAGED_BYTES`; else None (not staged)."""
+    if num_agents > threads or staged_bytes(definition, threads) > MAX_STAGED_BYTES:
+        return None
+    return threads
+
+
 def _capturing() -> bool:
     """Whether torch's current CUDA stream is being captured in a CUDA graph (never where torch is
     not imported or has not initialised CUDA)."""
@@ -321,11 +358,14 @@ def _compile_fused(
     max_registers: int | None = None,
     by_block: BlockObservation | None = None,
     observe_apart: bool = False,
+    staged_width: int | None = None,
 ):
     """The reset, step and random-step kernels of environments in one block each; ``by_block``: a
     block observation (the definition's) that each ends with, in place of each agent's
     ``observe_agent``, or, ``observe_apart``, that each leaves to the kernel of
-    :func:`_compile_block_observation`."""
+    :func:`_compile_block_observation`. ``staged_width``: the step and random-step kernels run
+    their stages on the scalar arrays staged in shared memory for that many agents
+    (:mod:`warpsci.backends.shared_staging`; one environment a block); None: in global memory."""
     stages = make_kernel_stages(definition, observe_agents=by_block is None)
     barrier = _block_barrier if use_barriers else _no_barrier
     in_kernel = by_block is not None and not observe_apart
@@ -335,6 +375,10 @@ def _compile_fused(
     step_sequence = sequence(stages.step, _device_function, barrier)
     random_step_sequence = sequence(stages.random_step, _device_function, barrier)
     observe_sequence = sequence(stages.observe, _device_function, barrier)
+    if staged_width is None:
+        stage, unstage = _global_arrays, _nothing_staged
+    else:
+        stage, unstage = make_staging(definition, staged_width)
 
     # The agent loops are while loops: range(first, n, stride) with a run-time stride costs a 64-bit
     # division. Indices are uint32: Numba wraps negative signed indices around (idx += size when
@@ -344,6 +388,8 @@ def _compile_fused(
         label = f"{definition.name} {kernel.__name__.removesuffix('_kernel').replace('_', ' ')}"
         if observe_apart:
             label += " (observed apart)"
+        if staged_width is not None and kernel.__name__ != "reset_kernel":
+            label += " (staged in shared memory)"
         return cached_cuda_jit(kernel, max_registers=max_registers, label=label)
 
     @jit
@@ -366,9 +412,20 @@ def _compile_fused(
         live = env < num_envs
         first = np.uint32(cuda.threadIdx.x)
         keys = _keys(run[0], env, first)
+        on_chip_state, on_chip_buffers = stage(state, buffers, env, first, num_agents, live)
         step_sequence(
-            state, params, buffers, run, env, live, first, np.uint32(cuda.blockDim.x), num_agents, keys
+            on_chip_state,
+            params,
+            on_chip_buffers,
+            run,
+            env,
+            live,
+            first,
+            np.uint32(cuda.blockDim.x),
+            num_agents,
+            keys,
         )
+        unstage(on_chip_state, on_chip_buffers, state, buffers, env, first, num_agents, live)
         before_observing()
         observe_block(state, params, buffers.obs, env)
 
@@ -381,9 +438,15 @@ def _compile_fused(
         stride = np.uint32(cuda.blockDim.x)
         # The first agent's key bases are computed once per launch; hashing is costly on the GPU.
         keys = _keys(run[0], env, first)
+        on_chip_state, on_chip_buffers = stage(state, buffers, env, first, num_agents, live)
         for _ in range(num_steps):
-            random_step_sequence(state, params, buffers, run, env, live, first, stride, num_agents, keys)
-        observe_sequence(state, params, buffers, run, env, live, first, stride, num_agents, keys)
+            random_step_sequence(
+                on_chip_state, params, on_chip_buffers, run, env, live, first, stride, num_agents, keys
+            )
+        observe_sequence(
+            on_chip_state, params, on_chip_buffers, run, env, live, first, stride, num_agents, keys
+        )
+        unstage(on_chip_state, on_chip_buffers, state, buffers, env, first, num_agents, live)
         before_observing()
         observe_block(state, params, buffers.obs, env)
 
