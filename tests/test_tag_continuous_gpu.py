@@ -21,6 +21,7 @@ import torch
 from numba import cuda
 
 import warpsci
+from warpsci.backends.buffers import EnvBuffers
 from warpsci.envs.tag_continuous import (
     SEARCH_AGAIN,
     TAG_CONTINUOUS,
@@ -216,9 +217,10 @@ def test_the_grid_block_observation_settles_most_observers(slots):
 )
 def test_graph_replayed_steps_observe_apart_and_equal_launched_steps(game):
     """Captured in a CUDA graph, a step leaves the block observation to a launch of its own
-    (``CudaKernels.observes_apart``); replayed, steps and random steps give, bit for bit, what the
-    same steps launched from Python give (in the game with frequent tags, through runners leaving
-    and resets)."""
+    (``CudaKernels.observes_apart``), and the narrow game's stages run on its scalar arrays staged
+    in shared memory (:mod:`warpsci.backends.shared_staging`); replayed, steps and random steps
+    leave, bit for bit, every buffer and state array as the same steps launched from Python do (in
+    the game with frequent tags, through runners leaving and resets)."""
     replayed, launched = _env(GAMES[game], True), _env(GAMES[game], True)
     kernels = replayed._kernels
     apart = []
@@ -243,18 +245,18 @@ def test_graph_replayed_steps_observe_apart_and_equal_launched_steps(game):
             random_step()
             launched.random_rollout(1)
         torch.cuda.synchronize()
-        for name in ("obs", "rewards", "final_obs", "active", "terminated", "truncated"):
+        for name in EnvBuffers._fields:
             assert torch.equal(getattr(replayed.buffers, name), getattr(launched.buffers, name)), (
                 number,
                 name,
             )
-        assert torch.equal(replayed.state_tensors["nearest_hint"], launched.state_tensors["nearest_hint"]), (
-            number
-        )
+        for name, tensor in replayed.state_tensors.items():
+            assert torch.equal(tensor, launched.state_tensors[name]), (number, name)
         tagged += int((~replayed.buffers.active).sum())
         ended += int((replayed.buffers.terminated | replayed.buffers.truncated).sum())
     assert step.captures == 1 and random_step.captures == 1
     assert True in apart and False in apart  # captured apart, warmed up in one launch
+    assert (kernels.staged_width is not None) == ("published" in game)  # the grid's games are wider
     if "tags often" in game:
         assert tagged > 0 and ended > 0
 

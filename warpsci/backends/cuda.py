@@ -86,7 +86,7 @@ MAX_FUSED_AGENTS = MAX_AGENTS_IN_ONE_BLOCK
 STAGES_APART_MAX_REGISTERS = 40
 #: The most shared memory, in bytes, that the step's kernels observed apart stage their scalar arrays
 #: in (:mod:`warpsci.backends.shared_staging`); an environment whose staging would take more keeps
-#: them in global memory. Tag continuous takes 6,940 bytes at 128 agents; 16 KB leaves an H100's SM
+#: them in global memory. Tag continuous takes 6,968 bytes at 128 agents; 16 KB leaves an H100's SM
 #: room for its 12 blocks at 40 registers.
 MAX_STAGED_BYTES = 16 * 1024
 
@@ -314,12 +314,12 @@ def _no_block_observation(state, params, obs, env):
 
 
 @cuda.jit(device=True)
-def _global_arrays(state, buffers, env, agent, num_agents, live):
+def _stage_nothing(state, buffers, env, agent, num_agents, live):
     return state, buffers
 
 
 @cuda.jit(device=True)
-def _nothing_staged(staged_state, staged_buffers, state, buffers, env, agent, num_agents, live):
+def _unstage_nothing(staged_state, staged_buffers, state, buffers, env, agent, num_agents, live):
     pass
 
 
@@ -376,7 +376,9 @@ def _compile_fused(
     random_step_sequence = sequence(stages.random_step, _device_function, barrier)
     observe_sequence = sequence(stages.observe, _device_function, barrier)
     if staged_width is None:
-        stage, unstage = _global_arrays, _nothing_staged
+        stage, unstage = _stage_nothing, _unstage_nothing
+    elif by_block is None or not observe_apart:
+        raise ValueError("staged_width applies to the kernels observed apart, one environment a block")
     else:
         stage, unstage = make_staging(definition, staged_width)
 
@@ -412,11 +414,12 @@ def _compile_fused(
         live = env < num_envs
         first = np.uint32(cuda.threadIdx.x)
         keys = _keys(run[0], env, first)
-        on_chip_state, on_chip_buffers = stage(state, buffers, env, first, num_agents, live)
+        # The scalar arrays staged in shared memory, or the arrays themselves where nothing is staged.
+        staged_state, staged_buffers = stage(state, buffers, env, first, num_agents, live)
         step_sequence(
-            on_chip_state,
+            staged_state,
             params,
-            on_chip_buffers,
+            staged_buffers,
             run,
             env,
             live,
@@ -425,7 +428,7 @@ def _compile_fused(
             num_agents,
             keys,
         )
-        unstage(on_chip_state, on_chip_buffers, state, buffers, env, first, num_agents, live)
+        unstage(staged_state, staged_buffers, state, buffers, env, first, num_agents, live)
         before_observing()
         observe_block(state, params, buffers.obs, env)
 
@@ -438,15 +441,15 @@ def _compile_fused(
         stride = np.uint32(cuda.blockDim.x)
         # The first agent's key bases are computed once per launch; hashing is costly on the GPU.
         keys = _keys(run[0], env, first)
-        on_chip_state, on_chip_buffers = stage(state, buffers, env, first, num_agents, live)
+        staged_state, staged_buffers = stage(state, buffers, env, first, num_agents, live)
         for _ in range(num_steps):
             random_step_sequence(
-                on_chip_state, params, on_chip_buffers, run, env, live, first, stride, num_agents, keys
+                staged_state, params, staged_buffers, run, env, live, first, stride, num_agents, keys
             )
         observe_sequence(
-            on_chip_state, params, on_chip_buffers, run, env, live, first, stride, num_agents, keys
+            staged_state, params, staged_buffers, run, env, live, first, stride, num_agents, keys
         )
-        unstage(on_chip_state, on_chip_buffers, state, buffers, env, first, num_agents, live)
+        unstage(staged_state, staged_buffers, state, buffers, env, first, num_agents, live)
         before_observing()
         observe_block(state, params, buffers.obs, env)
 

@@ -12,14 +12,16 @@ stages there, and copies them back at the end.
 
 What is staged: every state field of one value per agent or per environment (``StateField.shape ==
 ()``) and the framework's scalar buffers (:data:`STAGED_BUFFERS`). Fields with a shape of their own
-(an observer's hints, a neighbour grid), the observations, the actions and the final returns (written
-only where an episode ends) stay in global memory, as they are.
+(an observer's hints, a neighbour grid), the observations and final observations, the actions, the
+action masks and the final returns stay in global memory, as they are. As everywhere in a step, a
+stage reads and writes its own environment's entries only (another environment's staged values are
+in another block's shared memory).
 
 The stages index a staged array as the global one, ``state.x[env, agent]``: it is a view of the same
 shape, ``(num_envs, num_agents)`` or ``(num_envs,)``, over one row of shared memory, with a stride of
-0 between environments (as ``numpy.lib.stride_tricks.as_strided`` makes), so that the block's environment
-index lands on its row. Nothing in the stages changes; the same functions compile for either kind of
-array.
+0 between environments (as ``numpy.lib.stride_tricks.as_strided`` makes), so that the block's
+environment index lands on its row. Nothing in the stages changes; the same functions compile for
+either kind of array.
 
 H100, Tag continuous 2,000 x 110 (k = 10), every step observed, replayed from a CUDA graph, env
 steps/s: 17.7M-17.9M -> 20.4M-20.6M; with each value's read and write in turn (the reads then went
@@ -29,7 +31,7 @@ out one round trip at a time) 19.2M-19.3M (BENCHMARKS.md, 2026-11-27, fifteenth 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import config, cuda
@@ -37,10 +39,11 @@ from numba import config, cuda
 from warpsci.backends.buffers import SCALAR_BUFFERS, EnvBuffers
 from warpsci.environment import EnvironmentDefinition
 
-#: The scalar buffers that a step reads or writes every time (the final returns, written only where
-#: an episode ends, stay in global memory).
+#: The scalar buffers staged: all but the final returns, a row per agent written only where an
+#: episode ends (staged, every step would copy the row in and out).
 STAGED_BUFFERS = tuple(name for name in SCALAR_BUFFERS if name != "final_return")
-#: Each staged row starts on a multiple of this many bytes (the widest element, an int64 clock).
+#: Each staged row starts on a multiple of this many bytes, the widest element staged (an int64
+#: clock); wider elements are refused.
 _ALIGNMENT = 8
 
 if config.ENABLE_CUDASIM:
@@ -48,26 +51,46 @@ if config.ENABLE_CUDASIM:
 else:
     # numba-cuda's intrinsic under its ``as_strided``: ``(array, shape, strides)`` -> a view. Its
     # ``as_strided`` is a function that returns an array it did not receive, which the CUDA target
-    # refuses to compile; the intrinsic is lowered in place.
+    # refuses to compile; the intrinsic is lowered in place. Its views have layout "A", so that
+    # indexing honours the strides (a "C" view would index as if contiguous, past the row).
     from numba.cuda.np.arrayobj import reshape_unchecked as _strided_view
+
+
+class _Row(NamedTuple):
+    """Where one entry of a namedtuple of arrays lies in the shared bytes: ``staged`` False for an
+    entry left in global memory; ``offset`` and ``size`` in bytes; ``strides`` the view's, in bytes
+    (0 between environments)."""
+
+    staged: bool
+    per_agent: bool = False
+    offset: int = 0
+    size: int = 0
+    strides: tuple[int, ...] = ()
 
 
 def _aligned(size: int) -> int:
     return (size + _ALIGNMENT - 1) // _ALIGNMENT * _ALIGNMENT
 
 
-def _plan(fields: tuple[tuple[Any, bool] | None, ...], width: int, start: int) -> tuple[list, int]:
-    """``(staged, offset, size, per_agent)`` for each entry of a tuple whose ``fields[i]`` is
-    ``(dtype, per_agent)`` for a staged entry, None for one left in global memory; and the bytes
-    used from ``start`` on."""
+def _plan(fields: tuple[tuple[Any, bool] | None, ...], width: int, start: int) -> tuple[list[_Row], int]:
+    """A :class:`_Row` for each entry of a namedtuple whose ``fields[i]`` is ``(dtype, per_agent)``
+    for an entry to stage, None for one left in global memory, the rows laid from byte ``start`` on;
+    and the bytes they take."""
     plan, offset = [], start
     for field in fields:
         if field is None:
-            plan.append((False, 0, 0, False))
+            plan.append(_Row(staged=False))
             continue
         dtype, per_agent = field
-        size = np.dtype(dtype).itemsize * (width if per_agent else 1)
-        plan.append((True, offset, size, per_agent))
+        itemsize = np.dtype(dtype).itemsize
+        if itemsize > _ALIGNMENT:
+            raise ValueError(
+                f"cannot stage elements of {np.dtype(dtype)} ({itemsize} bytes) in shared memory; "
+                f"elements of up to {_ALIGNMENT} bytes are staged"
+            )
+        size = itemsize * (width if per_agent else 1)
+        strides = (0, itemsize) if per_agent else (0,)
+        plan.append(_Row(True, per_agent, offset, size, strides))
         offset += _aligned(size)
     return plan, offset - start
 
@@ -76,46 +99,37 @@ def _no_views(source, store):
     return ()
 
 
-def _view_chain(plan: list) -> Callable:
+def _view_chain(plan: list[_Row]) -> Callable:
     """``views(source, store)``: a tuple with, for each entry of the ``source`` tuple, its staged
     view over the ``store`` bytes or the entry itself."""
     views = cuda.jit(device=True)(_no_views)
-    for index, (staged, offset, size, per_agent) in enumerate(plan):
-        views = cuda.jit(device=True)(_then_view(views, index, staged, offset, size, per_agent))
+    for index, row in enumerate(plan):
+        views = cuda.jit(device=True)(_then_view(views, index, row))
     return views
 
 
-def _then_view(previous: Callable, index: int, staged: bool, offset: int, size: int, per_agent: bool):
-    if not staged:
+def _then_view(previous: Callable, index: int, row: _Row) -> Callable:
+    if not row.staged:
 
         def kept(source, store):
             return previous(source, store) + (source[index],)
 
         return kept
-    if per_agent:
+    start, end, strides = row.offset, row.offset + row.size, row.strides
 
-        def agent_row(source, store):
-            array = source[index]
-            row = store[offset : offset + size].view(array.dtype)
-            return previous(source, store) + (_strided_view(row, array.shape, (0, row.strides[0])),)
-
-        return agent_row
-
-    def environment_value(source, store):
+    def staged(source, store):
         array = source[index]
-        row = store[offset : offset + size].view(array.dtype)
-        return previous(source, store) + (_strided_view(row, array.shape, (0,)),)
+        values = store[start:end].view(array.dtype)
+        return previous(source, store) + (_strided_view(values, array.shape, strides),)
 
-    return environment_value
+    return staged
 
 
-def _copy_chain(plan: list, per_agent: bool) -> tuple[Callable, Callable]:
+def _copy_chain(plan: list[_Row], per_agent: bool) -> tuple[Callable, Callable]:
     """``(read, write)`` for the staged entries of one kind (``per_agent``: each agent's values, else
     the environment's): ``read(source, env, agent)`` returns their values in the ``source`` tuple,
     ``write(target, values, env, agent)`` writes them into the ``target`` tuple."""
-    indices = [
-        index for index, (staged, _, _, agentwise) in enumerate(plan) if staged and agentwise == per_agent
-    ]
+    indices = [index for index, row in enumerate(plan) if row.staged and row.per_agent == per_agent]
     read = cuda.jit(device=True)(_no_reads)
     write = cuda.jit(device=True)(_no_writes)
     for position, index in enumerate(indices):
@@ -167,7 +181,9 @@ def staged_bytes(definition: EnvironmentDefinition, width: int) -> int:
     return _plans(definition, width)[2]
 
 
-def _plans(definition: EnvironmentDefinition, width: int) -> tuple[list, list, int]:
+def _plans(definition: EnvironmentDefinition, width: int) -> tuple[list[_Row], list[_Row], int]:
+    """The rows of the state's fields and of the buffers, for ``width`` agents, and the bytes they
+    take together (the state's first)."""
     state_fields = tuple(
         (field.dtype, field.per_agent) if field.shape == () else None for field in definition.state_fields
     )
