@@ -5,12 +5,15 @@ simulator in ``tests/test_tag_continuous_simulator.py`` (launched apart) and on 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from warpsci.backends import cuda as cuda_backend
 from warpsci.backends import shared_staging
 from warpsci.backends.buffers import SCALAR_BUFFERS, EnvBuffers
+from warpsci.environment import StateField
 from warpsci.envs.tag_continuous import TAG_CONTINUOUS
 
 
@@ -40,9 +43,12 @@ def test_staged_rows_are_aligned_disjoint_and_sized_for_their_fields(width):
     assert not any(row.staged for row in buffer_plan[: EnvBuffers._fields.index("rewards")])
 
 
-def test_elements_wider_than_the_rows_alignment_are_refused():
-    with pytest.raises(ValueError, match="complex128 .16 bytes. in shared memory; elements of up to 8 bytes"):
-        shared_staging._plan(((np.float32, True), (np.complex128, False)), 4, 0)
+def test_fields_of_elements_wider_than_the_rows_alignment_stay_in_global_memory():
+    wide = SimpleNamespace(
+        state_fields=(StateField("x", np.float32), StateField("z", np.complex128), StateField("t", np.int64))
+    )
+    state_plan, _, _ = shared_staging._plans(wide, 4)
+    assert [row.staged for row in state_plan] == [True, False, True]
 
 
 def test_the_backend_stages_where_the_agents_fit_the_block_and_the_rows_fit_the_limit(monkeypatch):

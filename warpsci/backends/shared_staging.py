@@ -11,11 +11,11 @@ arrays into shared memory once at the start of the kernel (all the reads go out 
 stages there, and copies them back at the end.
 
 What is staged: every state field of one value per agent or per environment (``StateField.shape ==
-()``) and the framework's scalar buffers (:data:`STAGED_BUFFERS`). Fields with a shape of their own
-(an observer's hints, a neighbour grid), the observations and final observations, the actions, the
-action masks and the final returns stay in global memory, as they are. As everywhere in a step, a
-stage reads and writes its own environment's entries only (another environment's staged values are
-in another block's shared memory).
+()``, elements of up to 8 bytes) and the framework's scalar buffers (:data:`STAGED_BUFFERS`). Fields
+with a shape of their own (an observer's hints, a neighbour grid), the observations and final
+observations, the actions, the action masks and the final returns stay in global memory, as they
+are. As everywhere in a step, a stage reads and writes its own environment's entries only (another
+environment's staged values are in another block's shared memory).
 
 The stages index a staged array as the global one, ``state.x[env, agent]``: it is a view of the same
 shape, ``(num_envs, num_agents)`` or ``(num_envs,)``, over one row of shared memory, with a stride of
@@ -43,7 +43,7 @@ from warpsci.environment import EnvironmentDefinition
 #: episode ends (staged, every step would copy the row in and out).
 STAGED_BUFFERS = tuple(name for name in SCALAR_BUFFERS if name != "final_return")
 #: Each staged row starts on a multiple of this many bytes, the widest element staged (an int64
-#: clock); wider elements are refused.
+#: clock); a state field of wider elements stays in global memory.
 _ALIGNMENT = 8
 
 if config.ENABLE_CUDASIM:
@@ -83,11 +83,6 @@ def _plan(fields: tuple[tuple[Any, bool] | None, ...], width: int, start: int) -
             continue
         dtype, per_agent = field
         itemsize = np.dtype(dtype).itemsize
-        if itemsize > _ALIGNMENT:
-            raise ValueError(
-                f"cannot stage elements of {np.dtype(dtype)} ({itemsize} bytes) in shared memory; "
-                f"elements of up to {_ALIGNMENT} bytes are staged"
-            )
         size = itemsize * (width if per_agent else 1)
         strides = (0, itemsize) if per_agent else (0,)
         plan.append(_Row(True, per_agent, offset, size, strides))
@@ -185,7 +180,10 @@ def _plans(definition: EnvironmentDefinition, width: int) -> tuple[list[_Row], l
     """The rows of the state's fields and of the buffers, for ``width`` agents, and the bytes they
     take together (the state's first)."""
     state_fields = tuple(
-        (field.dtype, field.per_agent) if field.shape == () else None for field in definition.state_fields
+        (field.dtype, field.per_agent)
+        if field.shape == () and np.dtype(field.dtype).itemsize <= _ALIGNMENT
+        else None
+        for field in definition.state_fields
     )
     buffer_fields = tuple(
         SCALAR_BUFFERS[name] if name in STAGED_BUFFERS else None for name in EnvBuffers._fields
