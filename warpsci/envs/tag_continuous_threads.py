@@ -64,7 +64,7 @@ import math
 import numpy as np
 from numba import config, cuda, float32, int32
 
-from warpsci.envs.tag_continuous_order import NO_AGENT, cell_span, squared_gap
+from warpsci.envs.tag_continuous_order import INVERSE_TWO_PI, NO_AGENT, cell_span, squared_gap
 from warpsci.envs.tag_continuous_warps import (
     SEARCH_AGAIN,
     THREADS,
@@ -237,6 +237,37 @@ def _write_group_slot(row, k, slot, me, other, at, seen, inverse_diagonal, inver
 
 
 @cuda.jit(device=True, inline=True)
+def _slot_entries(me, other, nobody, seen, inverse_diagonal, inverse_speed_scale):
+    """The seven entries of a slot showing agent ``other`` (:func:`write_slot`'s), zeros where
+    ``nobody``."""
+    sx, sy, sv, sa, sth, sflag, stype = seen
+    zero = float32(0.0)
+    dx = (sx[other] - me[0]) * inverse_diagonal
+    dy = (sy[other] - me[1]) * inverse_diagonal
+    dv = (sv[other] - me[2]) * inverse_speed_scale
+    da = (sa[other] - me[3]) * inverse_speed_scale
+    dtheta = (sth[other] - me[4]) * INVERSE_TWO_PI
+    tagger, playing = stype[other], sflag[other]
+    return (
+        zero if nobody else dx,
+        zero if nobody else dy,
+        zero if nobody else dv,
+        zero if nobody else da,
+        zero if nobody else dtheta,
+        zero if nobody else tagger,
+        zero if nobody else playing,
+    )
+
+
+@cuda.jit(device=True, inline=True)
+def _store_slot(entries_row, stride, entries):
+    """A slot's seven ``entries`` at ``entries_row[0]``, ``entries_row[stride]``, ... (``stride``
+    a constant where it can be, so that the stores take fixed offsets)."""
+    for feature in range(_FEATURES):
+        entries_row[feature * stride] = entries[feature]
+
+
+@cuda.jit(device=True, inline=True)
 def _write_warp_rows(
     lane, warp, count, k, feats, flags, chosen, obs, hints, time, inverse_diagonal, inverse_speed_scale
 ):
@@ -261,24 +292,24 @@ def _write_warp_rows(
     while start < last:
         observer = _U(start + group)
         if group < groups and observer < last:
-            row = obs[observer]
             other = _U(chosen[_U(_U(slot * _U(THREADS)) + observer)])
-            if other != _U(_MISSING):
-                me = (
-                    seen[0][observer],
-                    seen[1][observer],
-                    seen[2][observer],
-                    seen[3][observer],
-                    seen[4][observer],
-                )
-                _write_group_slot(row, k, slot, me, other, other, seen, inverse_diagonal, inverse_speed_scale)
-            else:
-                blank_slot(row, k, slot)
+            nobody = other == _U(_MISSING)
+            me = (seen[0][observer], seen[1][observer], seen[2][observer], seen[3][observer], seen[4][observer])
+            # A slot with nobody reads the table's spare column and writes zeros: no branch.
+            entries = _slot_entries(me, other, nobody, seen, inverse_diagonal, inverse_speed_scale)
             in_game = flags[observer] == 1
-            if slot == _U(0):
-                row[_U(_FEATURES * k)] = time if in_game else float32(0.0)
+            stamp = time if in_game else float32(0.0)
+            row = obs[observer]
+            if k == _U(THREAD_SLOTS):
+                _store_slot(row[slot:], THREAD_SLOTS, entries)
+                if slot == _U(0):
+                    row[_FEATURES * THREAD_SLOTS] = stamp
+            else:
+                _store_slot(row[slot:], k, entries)
+                if slot == _U(0):
+                    row[_U(_FEATURES * k)] = stamp
             if in_game:
-                hints[observer, slot] = NO_AGENT if other == _U(_MISSING) else int32(other)
+                hints[observer, slot] = NO_AGENT if nobody else int32(other)
         start = _U(start + groups)
 
 
