@@ -1,5 +1,5 @@
-"""Warp intrinsics for Numba's CUDA simulator, which has none: ``shfl_xor_sync``, ``ballot_sync``,
-``match_any_sync`` and ``syncwarp``, so that kernels that use them (Tag continuous's block
+"""Warp intrinsics for Numba's CUDA simulator, which has none: ``shfl_sync``, ``shfl_xor_sync``,
+``ballot_sync``, ``match_any_sync`` and ``syncwarp``, so that kernels that use them (Tag continuous's block
 observation) run under ``NUMBA_ENABLE_CUDASIM=1`` and are tested on machines without a GPU. Opt
 in with :func:`enable` before building kernels: the CUDA backend then uses block observations
 under the simulator too (slowly: the simulator runs a Python thread per CUDA thread, and every
@@ -57,6 +57,11 @@ def _exchange(value: Any) -> tuple[list[Any], int]:
     return list(row), lane
 
 
+def _shfl_sync(module: Any, mask: int, value: Any, source_lane: int) -> Any:
+    values, _ = _exchange(value)
+    return values[int(source_lane) & 31]
+
+
 def _shfl_xor_sync(module: Any, mask: int, value: Any, lane_mask: int) -> Any:
     values, lane = _exchange(value)
     return values[lane ^ int(lane_mask)]
@@ -77,7 +82,7 @@ def _syncwarp(module: Any, mask: int = 0xFFFFFFFF) -> None:
 
 
 def enable() -> None:
-    """Give the simulator's ``cuda`` module the four intrinsics (where it has none of its own),
+    """Give the simulator's ``cuda`` module the five intrinsics (where it has none of its own),
     install :mod:`warpsci.simulated_blocks`, and let the CUDA backend built after this use
     block observations under the simulator."""
     global _enabled
@@ -86,6 +91,7 @@ def enable() -> None:
     simulated_blocks.install()
 
     for name, function in (
+        ("shfl_sync", _shfl_sync),
         ("shfl_xor_sync", _shfl_xor_sync),
         ("ballot_sync", _ballot_sync),
         ("match_any_sync", _match_any_sync),

@@ -172,10 +172,21 @@ def _insert(gaps, ids, gap, other):
 
 
 @cuda.jit(device=True, inline=True)
+def _limit_gap(limit_square):
+    """The root of the hints' limit, from which the warp's search goes on; -1 without a limit
+    (``limit_square`` -1: no hint in the game), so that every agent is a candidate."""
+    return float32(math.sqrt(limit_square)) if limit_square >= float32(0.0) else float32(-1.0)
+
+
+@cuda.jit(device=True, inline=True)
 def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
-    """The k nearest others of the thread's observer at ``(ox, oy)`` among the agents within
-    :func:`squares_kept` of ``limit_square``, if k of them lie within the limit itself: their ids
-    into rows ``0 .. k-1`` of the thread's column of ``chosen``. Returns whether they are there."""
+    """The nearest others of the thread's observer at ``(ox, oy)`` among the agents within
+    :func:`squares_kept` of ``limit_square``: their ids into rows ``0 .. found-1`` of the thread's
+    column of ``chosen``; returns ``found``. When k of them lie within the limit itself, the k
+    nearest are among them (``found`` = k). Otherwise ``found`` < k are those nearer than the
+    limit's root (:func:`_limit_gap`): every agent that near has a square below the limit's, so it
+    was walked, and every other agent lies at the root or farther, where the warp's search goes on
+    (:func:`_search_by_warp`)."""
     beyond = squares_kept(limit_square)
     gaps = cuda.local.array(THREAD_SLOTS, float32)
     ids = cuda.local.array(THREAD_SLOTS, int32)
@@ -199,30 +210,50 @@ def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
         square = squared_gap(ox, oy, px[other], py[other])
         within = _U(within + _U(square <= limit_square))
         _insert(gaps, ids, float32(math.sqrt(square)), int32(other))
-    settled = within >= k
-    if settled:
+    found = k
+    if within < k:
+        root = _limit_gap(limit_square)
+        found = _U(0)
         for slot in range(THREAD_SLOTS):
-            if _U(slot) < k:
-                chosen[_U(_U(slot * THREADS) + tid)] = ids[slot]
-    return settled
+            found = _U(found + _U(gaps[slot] < root))
+    for slot in range(THREAD_SLOTS):
+        if _U(slot) < found:
+            chosen[_U(_U(slot * THREADS) + tid)] = ids[slot]
+    return found
 
 
 @cuda.jit(device=True, inline=True)
-def _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled):
-    """The k nearest of each observer in the warp's ``unsettled`` mask (a bit a lane's observer),
-    searched by the whole warp, every agent a candidate: their ids (or a missing slot's) into rows
-    ``0 .. k-1`` of the observer's column of ``chosen``."""
+def _from_gap(lane, j, observer, count, xs, ys, flags, ox, oy, nearest_gap):
+    """:func:`~warpsci.envs.tag_continuous_warps.lane_candidate`, none where nearer than
+    ``nearest_gap``."""
+    gap, other = lane_candidate(lane, j, observer, count, xs, ys, flags, ox, oy)
+    if gap < nearest_gap:
+        return _FAR, int32(NO_AGENT)
+    return gap, other
+
+
+@cuda.jit(device=True, inline=True)
+def _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled, found, from_gap):
+    """The nearest of each observer in the warp's ``unsettled`` mask (a bit a lane's observer)
+    past those its thread found, searched by the whole warp: its lane's ``found`` nearest are in
+    rows ``0 .. found-1`` of its column of ``chosen``, and every other agent lies at ``from_gap``
+    or farther (-1: every agent a candidate; :func:`_nearest_marked`). The ids of the next
+    ``k - found`` agents at ``from_gap`` or farther (or a missing slot's) go into rows
+    ``found .. k-1``."""
     while unsettled != _U(0):
         rest = _U(unsettled & _U(unsettled - _U(1)))
-        observer = _U(_U(warp << _U(5)) + _U(cuda.popc(_U(_U(unsettled ^ rest) - _U(1)))))
+        at_lane = _U(cuda.popc(_U(_U(unsettled ^ rest) - _U(1))))
+        observer = _U(_U(warp << _U(5)) + at_lane)
         unsettled = rest
+        first = _U(cuda.shfl_sync(_FULL, found, at_lane))
+        nearest_gap = cuda.shfl_sync(_FULL, from_gap, at_lane)
         ox, oy = xs[observer], ys[observer]
-        g0, i0 = lane_candidate(lane, 0, observer, count, xs, ys, flags, ox, oy)
-        g1, i1 = lane_candidate(lane, 1, observer, count, xs, ys, flags, ox, oy)
-        g2, i2 = lane_candidate(lane, 2, observer, count, xs, ys, flags, ox, oy)
-        g3, i3 = lane_candidate(lane, 3, observer, count, xs, ys, flags, ox, oy)
-        mine = select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
-        if lane < k:
+        g0, i0 = _from_gap(lane, 0, observer, count, xs, ys, flags, ox, oy, nearest_gap)
+        g1, i1 = _from_gap(lane, 1, observer, count, xs, ys, flags, ox, oy, nearest_gap)
+        g2, i2 = _from_gap(lane, 2, observer, count, xs, ys, flags, ox, oy, nearest_gap)
+        g3, i3 = _from_gap(lane, 3, observer, count, xs, ys, flags, ox, oy, nearest_gap)
+        mine = select_nearest(lane, first, k, g0, i0, g1, i1, g2, i2, g3, i3)
+        if first <= lane and lane < k:
             chosen[_U(_U(lane * _U(THREADS)) + observer)] = _MISSING if mine == NO_AGENT else mine
 
 
@@ -294,7 +325,13 @@ def _write_warp_rows(
         if group < groups and observer < last:
             other = _U(chosen[_U(_U(slot * _U(THREADS)) + observer)])
             nobody = other == _U(_MISSING)
-            me = (seen[0][observer], seen[1][observer], seen[2][observer], seen[3][observer], seen[4][observer])
+            me = (
+                seen[0][observer],
+                seen[1][observer],
+                seen[2][observer],
+                seen[3][observer],
+                seen[4][observer],
+            )
             # A slot with nobody reads the table's spare column and writes zeros: no branch.
             entries = _slot_entries(me, other, nobody, seen, inverse_diagonal, inverse_speed_scale)
             in_game = flags[observer] == 1
@@ -356,19 +393,21 @@ def observe_nearest_by_threads(
         flags[tid] = 0
     cuda.syncthreads()
     k = _U(slots)
-    settled = False
+    found = _U(0)
+    from_gap = float32(-1.0)
     if in_game:
         ox, oy = xs[tid], ys[tid]
         limit_square = _hints_square(tid, k, hints, count, px, py, flags, ox, oy, False)
         if limit_square >= float32(0.0):
-            settled = _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen)
+            found = _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen)
+            from_gap = _limit_gap(limit_square)
     else:
         slot = _U(0)
         while slot < k:
             chosen[_U(_U(slot * _U(THREADS)) + tid)] = _MISSING
             slot = _U(slot + _U(1))
-    unsettled = _U(cuda.ballot_sync(_FULL, in_game and not settled))
-    _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled)
+    unsettled = _U(cuda.ballot_sync(_FULL, in_game and found < k))
+    _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled, found, from_gap)
     cuda.syncwarp(_FULL)
     _write_warp_rows(
         lane, warp, count, k, feats, flags, chosen, obs, hints, time, inverse_diagonal, inverse_speed_scale

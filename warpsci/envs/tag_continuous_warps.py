@@ -309,19 +309,19 @@ def _write_ranked(
 
 
 @cuda.jit(device=True, inline=True)
-def select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3):
-    """The k nearest of each lane's four candidates ``(gap, id)`` (none: ``(inf, NO_AGENT)``, ids
-    otherwise distinct), held in registers: each lane puts its four in order (a sorting network),
-    then each of k rounds takes the warp-wide nearest of the lanes' first (a butterfly), and the
-    lane that held it moves its next one up. Lane ``slot`` gets the ``slot``-th nearest (or
-    :data:`NO_AGENT`), for ``slot < k``."""
+def select_nearest(lane, first, k, g0, i0, g1, i1, g2, i2, g3, i3):
+    """The ``k - first`` nearest of each lane's four candidates ``(gap, id)`` (none: ``(inf,
+    NO_AGENT)``, ids otherwise distinct), held in registers: each lane puts its four in order (a
+    sorting network), then each of ``k - first`` rounds takes the warp-wide nearest of the lanes'
+    first (a butterfly), and the lane that held it moves its next one up. Lane ``first + j`` gets
+    the ``j``-th nearest (or :data:`NO_AGENT`), for ``first <= first + j < k``."""
     g0, i0, g1, i1 = _in_order(g0, i0, g1, i1)
     g2, i2, g3, i3 = _in_order(g2, i2, g3, i3)
     g0, i0, g2, i2 = _in_order(g0, i0, g2, i2)
     g1, i1, g3, i3 = _in_order(g1, i1, g3, i3)
     g1, i1, g2, i2 = _in_order(g1, i1, g2, i2)
     mine = int32(NO_AGENT)
-    slot = _U(0)
+    slot = _U(first)
     while slot < k:
         gap, other = _warp_nearest(g0, i0)
         if lane == slot:
@@ -449,7 +449,7 @@ def observe_nearest_by_warps(
             g1, i1 = lane_candidate(lane, 1, observer, count, sx, sy, sflag, ox, oy)
             g2, i2 = lane_candidate(lane, 2, observer, count, sx, sy, sflag, ox, oy)
             g3, i3 = lane_candidate(lane, 3, observer, count, sx, sy, sflag, ox, oy)
-            mine = select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
+            mine = select_nearest(lane, 0, k, g0, i0, g1, i1, g2, i2, g3, i3)
             _write_selected(
                 lane, k, mine, False, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
             )
@@ -593,7 +593,7 @@ def observe_nearest_in_grid_by_warps(
             g1, i1 = _kept_candidate(lane, 1, kept, my_gaps, my_ids)
             g2, i2 = _kept_candidate(lane, 2, kept, my_gaps, my_ids)
             g3, i3 = _kept_candidate(lane, 3, kept, my_gaps, my_ids)
-            mine = select_nearest(lane, k, g0, i0, g1, i1, g2, i2, g3, i3)
+            mine = select_nearest(lane, 0, k, g0, i0, g1, i1, g2, i2, g3, i3)
             _write_selected(
                 lane, k, mine, True, row, me, seen, hints, observer, inverse_diagonal, inverse_speed_scale
             )
