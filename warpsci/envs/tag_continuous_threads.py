@@ -245,8 +245,8 @@ def _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled, foun
         at_lane = _U(cuda.popc(_U(_U(unsettled ^ rest) - _U(1))))
         observer = _U(_U(warp << _U(5)) + at_lane)
         unsettled = rest
-        first = _U(cuda.shfl_sync(_FULL, found, at_lane))
-        nearest_gap = cuda.shfl_sync(_FULL, from_gap, at_lane)
+        first = _U(cuda.shfl_sync(_FULL, int32(found), int32(at_lane)))
+        nearest_gap = cuda.shfl_sync(_FULL, from_gap, int32(at_lane))
         ox, oy = xs[observer], ys[observer]
         g0, i0 = _from_gap(lane, 0, observer, count, xs, ys, flags, ox, oy, nearest_gap)
         g1, i1 = _from_gap(lane, 1, observer, count, xs, ys, flags, ox, oy, nearest_gap)
