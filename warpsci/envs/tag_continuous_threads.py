@@ -20,14 +20,19 @@ each thread one observer:
   (an agent goes after those as near: ties to the lower id). When k of the marked lie within the
   limit, the k nearest are among them;
 - the observers left (no hint in the game, fewer than k within the limit) are searched by the
-  whole warp, every agent a candidate
-  (:func:`~warpsci.envs.tag_continuous_warps.select_nearest`);
+  whole warp (:func:`~warpsci.envs.tag_continuous_warps.select_nearest`), each from where its
+  thread stopped: the agents nearer than the limit's root that the thread found are its first
+  slots, and the warp takes the rest from the agents at that root or farther (with no hint in the
+  game, every agent a candidate);
 - the warp then writes its 32 rows and hints, its lanes in groups of k: a group an observer, a
-  lane a slot.
+  lane a slot (a slot with nobody written as zeros by selects, without a branch).
 
 On an H100 at 2,000 x 110 (k = 10) the warp per observer spent about 350 warp instructions an
 observer, this about 190 (BENCHMARKS.md, 2026-11-26, eighth session); walking the four words as
-one list took 16.2M to 16.3M env steps/s (2026-11-27, tenth session).
+one list took 16.2M to 16.3M env steps/s (2026-11-27, tenth session). The warp's search going on
+from the thread's found (about 2% of the observers a step are left, where a hinted runner was
+tagged)
+and the rows' slots with nobody by selects took 20.5M to 22.1M (sixteenth session).
 
 Wider games searched in the neighbour grid (up to
 :data:`~warpsci.envs.tag_continuous_warps.MAX_GRID_AGENTS` agents) observing up to
