@@ -104,32 +104,26 @@ _VECTORS = None if config.ENABLE_CUDASIM else 16
 
 
 @cuda.jit(device=True, inline=True)
-def _hints_square(observer, k, hints, count, px, py, flags, ox, oy, at_once):
+def _hints_square(observer, k, hints, count, px, py, flags, ox, oy):
     """The square of the hints' limit of ``observer`` at ``(ox, oy)``: the largest squared distance
     of its first k hinted agents in the game, -1 when none is (``count`` at least 1).
 
-    ``at_once`` (a constant of the caller's): read every slot up to :data:`THREAD_SLOTS` (a hints
-    row has more) and every hinted agent's flag and position (clamped to the last agent) without a
-    branch, so that the reads go out together; the grid's positions are in global memory, where a
-    loop of k with a branch per slot waited for each hint, then for its agent, in turn (H100,
-    2,000 x 1,000: 0.95M -> 0.99M env steps/s). Otherwise that loop, which the narrow path, its
-    positions in shared memory, keeps (16.2M against 16.0M at 2,000 x 110)."""
+    Every slot up to :data:`THREAD_SLOTS` (a hints row has more) and every hinted agent's flag and
+    position (clamped to the last agent) are read without a branch, so that the reads go out
+    together. A loop of k with a branch per slot waited for each hint, then for its agent, in turn:
+    in the grid, whose positions are in global memory, 0.95M against 0.99M env steps/s (H100,
+    2,000 x 1,000); in the narrow path, its positions in shared memory, 22.2M against 22.6M at
+    2,000 x 110 (sixteenth session; 16.2M against 16.0M in the eighth, before the step's arrays
+    were staged and its unsettled observers cheaper). Read before the block's barrier instead, the
+    hints' reads went out ahead of the copy's and the step was slower (BENCHMARKS.md)."""
     limit_square = float32(-1.0)
-    if at_once:
-        last = _U(count - _U(1))
-        for slot in range(THREAD_SLOTS):
-            hinted = _U(hints[observer, slot])
-            at = min(hinted, last)
-            square = squared_gap(ox, oy, px[at], py[at])
-            if (_U(slot) < k) & (hinted < count) & (hinted != observer) & (flags[at] == 1):
-                limit_square = max(limit_square, square)
-        return limit_square
-    slot = _U(0)
-    while slot < k:
+    last = _U(count - _U(1))
+    for slot in range(THREAD_SLOTS):
         hinted = _U(hints[observer, slot])
-        if hinted < count and hinted != observer and flags[hinted] == 1:
-            limit_square = max(limit_square, squared_gap(ox, oy, px[hinted], py[hinted]))
-        slot = _U(slot + _U(1))
+        at = min(hinted, last)
+        square = squared_gap(ox, oy, px[at], py[at])
+        if (_U(slot) < k) & (hinted < count) & (hinted != observer) & (flags[at] == 1):
+            limit_square = max(limit_square, square)
     return limit_square
 
 
@@ -402,7 +396,7 @@ def observe_nearest_by_threads(
     from_gap = float32(-1.0)
     if in_game:
         ox, oy = xs[tid], ys[tid]
-        limit_square = _hints_square(tid, k, hints, count, px, py, flags, ox, oy, False)
+        limit_square = _hints_square(tid, k, hints, count, px, py, flags, ox, oy)
         if limit_square >= float32(0.0):
             found = _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen)
             from_gap = _limit_gap(limit_square)
@@ -579,7 +573,7 @@ def observe_nearest_in_grid_by_threads(
         settled = False
         if observer < count and playing[observer] == 1:
             ox, oy = x[observer], y[observer]
-            limit_square = _hints_square(observer, k, hints, count, x, y, playing, ox, oy, True)
+            limit_square = _hints_square(observer, k, hints, count, x, y, playing, ox, oy)
             if limit_square >= float32(0.0):
                 settled = _nearest_in_cells(
                     tid, observer, k, limit_square, ox, oy, floats, ints, at_y, at_id, at_start, cells,
