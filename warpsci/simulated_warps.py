@@ -1,9 +1,9 @@
 """Warp intrinsics for Numba's CUDA simulator, which has none: ``shfl_sync``, ``shfl_xor_sync``,
-``ballot_sync``, ``match_any_sync`` and ``syncwarp``, so that kernels that use them (Tag continuous's block
-observation) run under ``NUMBA_ENABLE_CUDASIM=1`` and are tested on machines without a GPU. Opt
-in with :func:`enable` before building kernels: the CUDA backend then uses block observations
-under the simulator too (slowly: the simulator runs a Python thread per CUDA thread, and every
-intrinsic is a barrier).
+``ballot_sync``, ``match_any_sync`` and ``syncwarp``, so that kernels that use them (Tag
+continuous's block observation) run under ``NUMBA_ENABLE_CUDASIM=1`` and are tested on machines
+without a GPU. Opt in with :func:`enable` before building kernels: the CUDA backend then uses block
+observations under the simulator too (slowly: the simulator runs a Python thread per CUDA thread,
+and every intrinsic is a barrier).
 
 The simulator runs a block's threads together, one block at a time. The 32 threads of a warp meet
 at a ``threading.Barrier`` of their own, put their values side by side, and each takes what the

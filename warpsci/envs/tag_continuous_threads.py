@@ -16,9 +16,9 @@ each thread one observer:
   past rounding, :func:`~warpsci.envs.tag_continuous_warps.squares_kept`): four positions a load,
   no branch;
 - it walks the marked agents in id order (its four words as one list, so that a warp walks as
-  long as its longest lane's list) and keeps the k nearest in registers, sorted by distance
-  (an agent goes after those as near: ties to the lower id). When k of the marked lie within the
-  limit, the k nearest are among them;
+  long as its longest lane's list) and keeps the :data:`THREAD_SLOTS` nearest in registers,
+  sorted by distance (an agent goes after those as near: ties to the lower id). When k of the
+  marked lie within the limit, the k nearest are among them;
 - the observers left (no hint in the game, fewer than k within the limit) are searched by the
   whole warp (:func:`~warpsci.envs.tag_continuous_warps.select_nearest`), each from where its
   thread stopped: the agents nearer than the limit's root that the thread found are its first
@@ -31,8 +31,8 @@ On an H100 at 2,000 x 110 (k = 10) the warp per observer spent about 350 warp in
 observer, this about 190 (BENCHMARKS.md, 2026-11-26, eighth session); walking the four words as
 one list took 16.2M to 16.3M env steps/s (2026-11-27, tenth session). The warp's search going on
 from the thread's found (about 2% of the observers a step are left, where a hinted runner was
-tagged)
-and the rows' slots with nobody by selects took 20.5M to 22.1M (sixteenth session).
+tagged) and the rows' slots with nobody by selects took 20.5M to 22.1M, the hints read at once
+22.6M (sixteenth session).
 
 Wider games searched in the neighbour grid (up to
 :data:`~warpsci.envs.tag_continuous_warps.MAX_GRID_AGENTS` agents) observing up to
@@ -185,7 +185,9 @@ def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
     nearest are among them (``found`` = k). Otherwise ``found`` < k are those nearer than the
     limit's root (:func:`_limit_gap`): every agent that near has a square below the limit's, so it
     was walked, and every other agent lies at the root or farther, where the warp's search goes on
-    (:func:`_search_by_warp`)."""
+    (:func:`_search_by_warp`). The two searches' distances then sit in one list: both take them
+    from :func:`~warpsci.envs.tag_continuous_order.squared_gap` of the same positions, so they
+    are the same bits."""
     beyond = squares_kept(limit_square)
     gaps = cuda.local.array(THREAD_SLOTS, float32)
     ids = cuda.local.array(THREAD_SLOTS, int32)

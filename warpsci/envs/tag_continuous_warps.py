@@ -314,7 +314,7 @@ def select_nearest(lane, first, k, g0, i0, g1, i1, g2, i2, g3, i3):
     NO_AGENT)``, ids otherwise distinct), held in registers: each lane puts its four in order (a
     sorting network), then each of ``k - first`` rounds takes the warp-wide nearest of the lanes'
     first (a butterfly), and the lane that held it moves its next one up. Lane ``first + j`` gets
-    the ``j``-th nearest (or :data:`NO_AGENT`), for ``first <= first + j < k``."""
+    the ``j``-th nearest (or :data:`NO_AGENT`), for ``0 <= j < k - first``."""
     g0, i0, g1, i1 = _in_order(g0, i0, g1, i1)
     g2, i2, g3, i3 = _in_order(g2, i2, g3, i3)
     g0, i0, g2, i2 = _in_order(g0, i0, g2, i2)
