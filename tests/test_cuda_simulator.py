@@ -115,10 +115,10 @@ def test_host_runner_cpu_matches_vector_env(seed):
 
 def test_simulated_warp_intrinsics_exchange_within_each_warp():
     """``warpsci.simulated_warps``: under the simulator, a lane's ``shfl_xor_sync`` gets its partner's
-    value and ``shfl_sync`` its source lane's, a ballot sets the bits of the lanes that voted,
-    ``match_any_sync`` the bits of the lanes that hold the lane's value, each warp of a block on
-    its own (two warps, the second running one more round than the first), and ``syncwarp``
-    orders a warp's shared-memory writes before its reads."""
+    value and ``shfl_sync`` its source lane's (an int and a float), a ballot sets the bits of the
+    lanes that voted, ``match_any_sync`` the bits of the lanes that hold the lane's value, each warp
+    of a block on its own (two warps, the second running one more round than the first), and
+    ``syncwarp`` orders a warp's shared-memory writes before its reads."""
     script = textwrap.dedent(
         """
         import numpy as np
@@ -129,12 +129,13 @@ def test_simulated_warp_intrinsics_exchange_within_each_warp():
         simulated_warps.enable()
 
         @cuda.jit
-        def kernel(partners, sources, votes, matches, neighbours, rounds):
+        def kernel(partners, sources, halves, votes, matches, neighbours, rounds):
             tid = cuda.threadIdx.x
             lane = tid % 32
             row = cuda.shared.array(64, int32)
             partners[tid] = cuda.shfl_xor_sync(0xFFFFFFFF, tid * 10, 5)
             sources[tid] = cuda.shfl_sync(0xFFFFFFFF, tid * 10, (lane * 7) % 32)
+            halves[tid] = cuda.shfl_sync(0xFFFFFFFF, tid * 0.5, 31 - lane)
             votes[tid] = cuda.ballot_sync(0xFFFFFFFF, lane % 3 == 0)
             matches[tid] = cuda.match_any_sync(-1, lane % 4 + 4 * (tid // 32))
             row[tid] = tid + 1000
@@ -146,11 +147,13 @@ def test_simulated_warp_intrinsics_exchange_within_each_warp():
             rounds[tid] = count
 
         partners, sources, votes, matches, neighbours, rounds = (np.zeros(64, np.int64) for _ in range(6))
-        kernel[1, 64](partners, sources, votes, matches, neighbours, rounds)
+        halves = np.zeros(64, np.float64)
+        kernel[1, 64](partners, sources, halves, votes, matches, neighbours, rounds)
         tids = np.arange(64)
         lanes = tids % 32
         assert (partners == (tids ^ 5) * 10).all(), partners
         assert (sources == (tids - lanes + (lanes * 7) % 32) * 10).all(), sources
+        assert (halves == (tids - lanes + 31 - lanes) * 0.5).all(), halves
         expected = sum(1 << lane for lane in range(32) if lane % 3 == 0)
         assert (votes == expected).all(), votes
         same = [sum(1 << other for other in range(32) if other % 4 == lane % 4) for lane in lanes]
