@@ -157,14 +157,17 @@ def _marked_word(word, tid, count, px, py, ox, oy, beyond):
 @cuda.jit(device=True, inline=True)
 def _insert(gaps, ids, gap, other):
     """``(gap, other)`` into the registers ``gaps`` and ``ids``, nearest first, after those as near
-    (the agents come in id order); the farthest falls off."""
+    (the agents come in id order); the farthest falls off.
+
+    A slot changes only where ``gap`` goes before it (``gaps`` is sorted, so going before the slot
+    ahead implies that), which makes each slot's comparison the slot behind's choice as well: one
+    comparison and two selects a slot (where its choice compared again, about 44 instructions an
+    insertion, on an H100's SASS)."""
     for slot in range(THREAD_SLOTS - 1, 0, -1):
-        before_previous = gap < gaps[slot - 1]
-        here = gap < gaps[slot]
-        new_gap = gaps[slot - 1] if before_previous else (gap if here else gaps[slot])
-        new_id = ids[slot - 1] if before_previous else (other if here else ids[slot])
-        gaps[slot] = new_gap
-        ids[slot] = new_id
+        if gap < gaps[slot]:
+            before_previous = gap < gaps[slot - 1]
+            gaps[slot] = gaps[slot - 1] if before_previous else gap
+            ids[slot] = ids[slot - 1] if before_previous else other
     if gap < gaps[0]:
         gaps[0] = gap
         ids[0] = other
