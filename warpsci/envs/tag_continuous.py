@@ -1160,7 +1160,7 @@ TAG_CONTINUOUS = EnvironmentDefinition(
     # registers 12.7M; observe_agent 4.36M); those of wider games searched in the grid by a thread
     # (up to 10 others) or a warp per observer, capped by the params (grid_block_registers: 96 for
     # the threads, 64 for the warps; 64 where the params are not known). In a CUDA graph these caps
-    # are the observation's own launch's; the stages' kernel is capped at 40 (warpsci.backends.cuda).
+    # are the observation's own launch's; the stages' kernel is capped at 48 (warpsci.backends.cuda).
     block_observation=(
         BlockObservation(observe_by_block, threads=WARP_THREADS, applies=observes_by_warps, max_registers=64),
         BlockObservation(
