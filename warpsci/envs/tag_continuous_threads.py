@@ -32,7 +32,8 @@ observer, this about 190 (BENCHMARKS.md, 2026-11-26, eighth session); walking th
 one list took 16.2M to 16.3M env steps/s (2026-11-27, tenth session). The warp's search going on
 from the thread's found (about 2% of the observers a step are left, where a hinted runner was
 tagged) and the rows' slots with nobody by selects took 20.5M to 22.1M, the hints read at once
-22.6M (sixteenth session).
+22.6M (sixteenth session); the insertion with one comparison a slot 22.7M, the step's stages at 48
+registers 23.25M (seventeenth session).
 
 Wider games searched in the neighbour grid (up to
 :data:`~warpsci.envs.tag_continuous_warps.MAX_GRID_AGENTS` agents) observing up to
