@@ -82,7 +82,7 @@ MAX_FUSED_AGENTS = MAX_AGENTS_IN_ONE_BLOCK
 #: 16.8M-16.9M, 32 17.2M-17.3M, 40 17.4M, 48 17.3M-17.4M; 2,000 x 1,000 40 1.04M, 64 1.05M, 96
 #: 1.04M (BENCHMARKS.md, 2026-11-27, eleventh session). With the scalar arrays staged in shared
 #: memory the kernel spills more at 40 (292 bytes of spill stores, 184 at 48): 2,000 x 110 22.7M at
-#: 40, 23.3M at 48, 23.1M at 56 (seventeenth session). One cap for narrow and wide games (it
+#: 40, 23.25M at 48, 23.1M at 56 (seventeenth session). One cap for narrow and wide games (it
 #: replaces ``wide_max_registers`` there): at 1,000 agents 64 was under 1% ahead of 40. The first
 #: capture compiles these kernels (tens of seconds where the kernel cache has none), inside the
 #: capture.

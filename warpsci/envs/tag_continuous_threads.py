@@ -161,9 +161,10 @@ def _insert(gaps, ids, gap, other):
     (the agents come in id order); the farthest falls off.
 
     A slot changes only where ``gap`` goes before it (``gaps`` is sorted, so going before the slot
-    ahead implies that), which makes each slot's comparison the slot behind's choice as well: one
-    comparison and two selects a slot (where its choice compared again, about 44 instructions an
-    insertion, on an H100's SASS)."""
+    ahead implies that). Written so, a slot's comparison is the same as the choice made for the
+    slot behind it, and the compiler keeps one comparison and two selects a slot: 35 SASS
+    instructions an insertion for sm_90, where choosing among the slot ahead, the new agent and the
+    slot itself took 43."""
     for slot in range(THREAD_SLOTS - 1, 0, -1):
         if gap < gaps[slot]:
             before_previous = gap < gaps[slot - 1]
