@@ -138,7 +138,7 @@ def main() -> None:
     env.random_rollout(1)
     (_, _, _, _), views = env._random_rollout_arrays
     run = (np.int64(0), np.int64(env.max_episode_steps), (views[0], views[1]), (views[2], views[3]))
-    arguments = (env._state_view, env._params_tuple, env._buffer_view, run, 1)
+    arguments = (np.uint32(0), env._state_view, env._params_tuple, env._buffer_view, run, 1)
     observation = definition.block_observation_for(env.num_agents)
     if observation is None or not observation.applies(params):
         observation = None
@@ -158,7 +158,7 @@ def main() -> None:
     for registers in options.stage_registers:
         print(f"random steps' stages apart, cap {registers}: {resources(stages_ptx, registers)}")
     observe = cuda_backend._compile_block_observation(definition, observation, cap)
-    print(f"block observation apart, cap {cap}: {resources(compile_ptx(observe, arguments[:3]), cap)}")
+    print(f"block observation apart, cap {cap}: {resources(compile_ptx(observe, arguments[:4]), cap)}")
 
 
 if __name__ == "__main__":

@@ -70,10 +70,11 @@ def test_the_observation_launched_apart_equals_the_cpu_under_the_simulator():
     """Captured in a CUDA graph, the CUDA backend leaves the block observation to a launch of its
     own (``CudaKernels.observes_apart``; a GPU test replays such graphs), after the step's kernel,
     which runs its stages on the scalar arrays staged in shared memory
-    (:mod:`warpsci.backends.shared_staging`). Under the simulator, with that choice forced for every
-    launch, two crowded games through a reset (a thread per observer; the second environment's
-    staged views lie over the same shared rows as the first's) still equal the CPU backend after
-    every step."""
+    (:mod:`warpsci.backends.shared_staging`), the environments in sub-batches
+    (``SUB_BATCHES_APART``; on streams of their own on a GPU). Under the simulator, with that choice
+    forced for every launch, two crowded games through a reset (a thread per observer; one
+    environment a sub-batch, the second launched from environment 1; its staged views lie over the
+    same shared rows as the first's) still equal the CPU backend after every step."""
     crowded = {**TEST5, "num_taggers": 3, "num_runners": 9, "grid_length": 1.0,
                "num_other_agents_observed": 4, "tagging_distance": 0.1, "episode_length": 3}  # fmt: skip
     script = textwrap.dedent(
@@ -90,17 +91,22 @@ def test_the_observation_launched_apart_equals_the_cpu_under_the_simulator():
             launches.append(kernels.observes_apart() and kernels.staged_width == 128)
             launch(kernels, *arguments)
         backend.CudaKernels._launch_one_block = counted
+        batches = []
+        split = backend.sub_batches
+        backend.sub_batches = lambda num_envs, parts: batches.append(split(num_envs, parts)) or batches[-1]
         # Blocks of 128: check_parity's default of 8 threads would split the 12 agents over two
         # blocks, which observe by observe_agent.
         report = check_parity("TagContinuous-v0", num_envs=2, steps=4, atol=1e-5, params={crowded!r},
                               threads_per_block=128)
         print("parity", report.ok, report.episodes_ended)
         print("apart and staged", len(launches), all(launches))
+        print("sub-batches", len(batches), set(map(tuple, batches)))
         """
     )
     completed = run_script(script, simulator=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-4000:]
     assert "apart and staged 5 True" in completed.stdout  # the reset and four steps
+    assert "sub-batches 5 {((0, 1), (1, 1))}" in completed.stdout
     parity = [line.split() for line in completed.stdout.splitlines() if line.startswith("parity")]
     assert parity and parity[0][1] == "True" and int(parity[0][2]) >= 2
 

@@ -33,7 +33,9 @@ Tag continuous, every step observed, graph-replayed, env steps/s: 2,000 x 110 16
 2,000 x 1,000 1.01M -> 1.03M). Both give the same results: only the launches differ. There, where
 the environment's agents fit the block, the step's kernels also run their stages on the scalar
 arrays staged in shared memory (:mod:`warpsci.backends.shared_staging`; Tag continuous 2,000 x 110:
-17.8M -> 20.5M).
+17.8M -> 20.5M). Observed apart, the environments run as :data:`SUB_BATCHES_APART` sub-batches, each on a
+stream of its own (its stages, then its observation): a kernel's last blocks leave an SM's slots empty, and
+another sub-batch's blocks fill them.
 
 Kernels are launched on a given stream (torch's current stream, by default), so they order with
 torch's work and can be captured in a CUDA graph.
@@ -41,8 +43,10 @@ torch's work and can be captured in a CUDA graph.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -92,6 +96,30 @@ STAGES_APART_MAX_REGISTERS = 48
 #: them in global memory. Tag continuous takes 6,968 bytes at 128 agents; 16 KB leaves an H100's SM
 #: room for its 10 blocks at 48 registers.
 MAX_STAGED_BYTES = 16 * 1024
+#: Sub-batches of the environments observed apart (in a CUDA graph), each launched on a stream of its own
+#: (:func:`warpsci.backends.torch_interop.forked_streams`; one stream under Numba's CUDA simulator) and
+#: joined at the end of every step. A block of Tag continuous's stages or observation runs for
+#: microseconds and an H100 holds 8 to 10 of them an SM, so 2,000 environments take each kernel in
+#: about two rounds, and the last blocks of each run with the SM half empty: a step costs about
+#: 23 us plus 31 ns an environment (2,000 x 110: 86 us). On two streams, one sub-batch's
+#: observation starts beside the other's last stages. H100, every step observed, graph-replayed,
+#: env steps/s (2026-11-27, eighteenth session): 2,000 x 110 23.1M in one batch, 24.1M in 2, 23.4M
+#: in 3, 22.5M in 4, 18.5M in 8; 2,000 x 1,000 1.037M -> 1.055M; 8,000 x 110 29.0M -> 29.5M.
+#: Results do not depend on it: each environment's blocks compute the same.
+SUB_BATCHES_APART = 2
+
+
+def sub_batches(num_envs: int, parts: int) -> list[tuple[int, int]]:
+    """``(first environment, environments)`` of ``parts`` sub-batches of ``num_envs`` as equal as
+    can be (the first ones one larger); fewer where there are fewer environments than parts."""
+    parts = max(1, min(parts, num_envs))
+    size, larger = divmod(num_envs, parts)
+    batches, first = [], 0
+    for part in range(parts):
+        count = size + (part < larger)
+        batches.append((first, count))
+        first += count
+    return batches
 
 
 def default_threads_per_block(num_agents: int) -> int:
@@ -214,12 +242,20 @@ class CudaKernels:
 
     def _launch_one_block(self, kernel: int, stream: Any, *arguments: Any) -> None:
         """Fused kernel ``kernel`` (0 reset, 1 step, 2 random steps) of environments in one block
-        each; observed apart where :meth:`observes_apart` says so."""
-        if self.observes_apart():
-            self._stages_apart[kernel][self.grid, self.block, stream](*arguments)
-            self._observe_apart[self.grid, self.block, stream, self.shared_bytes](*arguments[:3])
-        else:
-            self._fused[kernel][self.grid, self.block, stream, self.shared_bytes](*arguments)
+        each; observed apart where :meth:`observes_apart` says so, in sub-batches on streams of
+        their own (``stream`` must then be torch's current stream, as :class:`WarpVectorEnv`
+        passes)."""
+        if not self.observes_apart():
+            self._fused[kernel][self.grid, self.block, stream, self.shared_bytes](np.uint32(0), *arguments)
+            return
+        batches = sub_batches(self.num_envs, SUB_BATCHES_APART)
+        with _forked_streams(stream, len(batches)) as streams:
+            for (first, count), batch_stream in zip(batches, streams, strict=True):
+                first_env = np.uint32(first)
+                self._stages_apart[kernel][count, self.block, batch_stream](first_env, *arguments)
+                self._observe_apart[count, self.block, batch_stream, self.shared_bytes](
+                    first_env, *arguments[:3]
+                )
 
     def reset(self, state: Any, params: Any, buffers: Any, seed: int, stream: Any = 0) -> None:
         """Reset every environment with ``seed`` and write the first observations."""
@@ -335,6 +371,20 @@ def _staged_width(definition: EnvironmentDefinition, num_agents: int, threads: i
     return threads
 
 
+@contextlib.contextmanager
+def _forked_streams(stream: Any, count: int) -> Iterator[list[Any]]:
+    """``count`` streams for sub-batches: ``stream`` and side streams forked from torch's current
+    stream and joined back into it on leaving; under Numba's CUDA simulator (which runs launches
+    in order) ``stream`` ``count`` times."""
+    if config.ENABLE_CUDASIM or count == 1:
+        yield [stream] * count
+        return
+    from warpsci.backends.torch_interop import forked_streams
+
+    with forked_streams(count - 1) as sides:
+        yield [stream, *sides]
+
+
 def _capturing() -> bool:
     """Whether torch's current CUDA stream is being captured in a CUDA graph (never where torch is
     not imported or has not initialised CUDA)."""
@@ -363,7 +413,8 @@ def _compile_fused(
     observe_apart: bool = False,
     staged_width: int | None = None,
 ):
-    """The reset, step and random-step kernels of environments in one block each; ``by_block``: a
+    """The reset, step and random-step kernels of environments in one block each (their first
+    argument, ``first_env``, is the environment of the first block: a sub-batch's); ``by_block``: a
     block observation (the definition's) that each ends with, in place of each agent's
     ``observe_agent``, or, ``observe_apart``, that each leaves to the kernel of
     :func:`_compile_block_observation`. ``staged_width``: the step and random-step kernels run
@@ -398,9 +449,9 @@ def _compile_fused(
         return cached_cuda_jit(kernel, max_registers=max_registers, label=label)
 
     @jit
-    def reset_kernel(state, params, buffers, run):
+    def reset_kernel(first_env, state, params, buffers, run):
         num_envs, num_agents = buffers.rewards.shape
-        env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
+        env = np.uint32(first_env + cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
         live = env < num_envs
         first = np.uint32(cuda.threadIdx.x)
         keys = _keys(run[0], env, first)
@@ -411,9 +462,9 @@ def _compile_fused(
         observe_block(state, params, buffers.obs, env)
 
     @jit
-    def step_kernel(state, params, buffers, run):
+    def step_kernel(first_env, state, params, buffers, run):
         num_envs, num_agents = buffers.rewards.shape
-        env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
+        env = np.uint32(first_env + cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
         live = env < num_envs
         first = np.uint32(cuda.threadIdx.x)
         keys = _keys(run[0], env, first)
@@ -436,9 +487,9 @@ def _compile_fused(
         observe_block(state, params, buffers.obs, env)
 
     @jit
-    def random_steps_kernel(state, params, buffers, run, num_steps):
+    def random_steps_kernel(first_env, state, params, buffers, run, num_steps):
         num_envs, num_agents = buffers.rewards.shape
-        env = np.uint32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
+        env = np.uint32(first_env + cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
         live = env < num_envs
         first = np.uint32(cuda.threadIdx.x)
         stride = np.uint32(cuda.blockDim.x)
@@ -465,12 +516,13 @@ def _compile_block_observation(
 ):
     """The kernel that writes ``by_block`` (the definition's block observation) after the step
     kernels of ``_compile_fused(..., observe_apart=True)``, a block per environment, capped at
-    ``max_registers`` registers a thread (None: the compiler's choice)."""
+    ``max_registers`` registers a thread (None: the compiler's choice), from environment
+    ``first_env`` (its first argument) on."""
 
     observe_block = by_block.function
 
-    def observe_kernel(state, params, buffers):
-        observe_block(state, params, buffers.obs, np.uint32(cuda.blockIdx.x))
+    def observe_kernel(first_env, state, params, buffers):
+        observe_block(state, params, buffers.obs, np.uint32(first_env + cuda.blockIdx.x))
 
     label = f"{definition.name} block observation"
     return cached_cuda_jit(observe_kernel, max_registers=max_registers, label=label)

@@ -1,4 +1,5 @@
-"""How Numba sees torch's memory and streams: zero-copy array views and torch's current stream.
+"""How Numba sees torch's memory and streams: zero-copy array views, torch's current stream and side
+streams forked from it.
 
 Both are needed wherever a Numba kernel works on torch tensors (the environments' kernels, the
 trainer's rollout kernels). numba-cuda is imported only when a CUDA tensor or stream is asked for.
@@ -6,11 +7,15 @@ trainer's rollout kernels). numba-cuda is imported only when a CUDA tensor or st
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 _STREAMS: dict[int, Any] = {}
+#: Side streams of each device, made once (see :func:`forked_streams`).
+_SIDE_STREAMS: dict[int, list[torch.cuda.Stream]] = {}
 
 
 def numba_view(tensor: torch.Tensor) -> Any:
@@ -31,9 +36,31 @@ def numba_view(tensor: torch.Tensor) -> Any:
 def current_numba_stream(device: torch.device) -> Any:
     """Numba's handle of torch's current stream on ``device``, so kernels order with torch's work
     (and are captured with it in a CUDA graph). Handles are made once per stream."""
-    handle = torch.cuda.current_stream(device).cuda_stream
-    if handle not in _STREAMS:
+    return _numba_stream(torch.cuda.current_stream(device))
+
+
+def _numba_stream(stream: torch.cuda.Stream) -> Any:
+    if stream.cuda_stream not in _STREAMS:
         from numba import cuda
 
-        _STREAMS[handle] = cuda.external_stream(handle)
-    return _STREAMS[handle]
+        _STREAMS[stream.cuda_stream] = cuda.external_stream(stream.cuda_stream)
+    return _STREAMS[stream.cuda_stream]
+
+
+@contextlib.contextmanager
+def forked_streams(count: int) -> Iterator[list[Any]]:
+    """Numba handles of ``count`` side streams of the current device that start after the work
+    queued so far on torch's current stream; on leaving, the current stream waits for all that was
+    queued on them. Captured in a CUDA graph this forks the graph into branches and joins them. The
+    same side streams serve every call; they come from torch's stream pool, which
+    ``torch.cuda.graph`` fills before it starts capturing."""
+    device = torch.cuda.current_device()
+    sides = _SIDE_STREAMS.setdefault(device, [])
+    while len(sides) < count:
+        sides.append(torch.cuda.Stream(device))
+    current = torch.cuda.current_stream(device)
+    for side in sides[:count]:
+        side.wait_stream(current)
+    yield [_numba_stream(side) for side in sides[:count]]
+    for side in sides[:count]:
+        current.wait_stream(side)
