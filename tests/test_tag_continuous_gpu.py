@@ -300,3 +300,57 @@ def test_the_kernels_observe_by_the_block_observation():
     env.random_rollout(1)
     assert bool((env.buffers.obs == 7.0).all())
     assert not bool((env.buffers.final_obs == 7.0).all())
+
+
+def test_captured_training_equals_eager_training(monkeypatch):
+    """A2C on the published game with frequent tags, 64 environments: the rollout captured in a
+    CUDA graph, where each step is observed apart and its environments run in two sub-batches on
+    two streams (``SUB_BATCHES_APART``), trains as the same rollouts launched from Python do."""
+    from warpsci.algorithms import make_trainer
+    from warpsci.backends import cuda as cuda_backend
+    from warpsci.config import TrainConfig
+
+    split = cuda_backend.sub_batches
+    batches = []
+    monkeypatch.setattr(
+        cuda_backend,
+        "sub_batches",
+        lambda num_envs, parts: batches.append(split(num_envs, parts)) or batches[-1],
+    )
+
+    def run(capture: bool):
+        config = TrainConfig(
+            env_id="TagContinuous-v0", algo="a2c", device="cuda", seed=3, num_envs=64, num_steps=16,
+            total_timesteps=64 * 16 * 4, capture_graphs=capture, hidden_sizes=(32, 32), checkpoint_every=0,
+            env_params={**GAMES["published, tags often"], "seed": 11},
+        )  # fmt: skip
+        trainer = make_trainer(config)
+        return trainer, trainer.train()
+
+    eager, eager_result = run(False)
+    assert not batches  # launched from Python: one launch a step
+    captured, captured_result = run(True)
+    assert captured._graph is not None and captured._graph.captures == 1
+    assert batches and all(batch == [(0, 32), (32, 32)] for batch in batches)
+    for learner, other in zip(captured.learners, eager.learners, strict=True):
+        for name in ("obs", "actions", "rewards", "dones"):
+            torch.testing.assert_close(
+                getattr(learner.buffer, name), getattr(other.buffer, name), rtol=1e-4, atol=1e-4, msg=name
+            )
+    for name, tensor in captured.env.state_tensors.items():
+        torch.testing.assert_close(tensor, eager.env.state_tensors[name], rtol=1e-4, atol=1e-4, msg=name)
+    for learner, other in zip(captured.learners, eager.learners, strict=True):
+        for a, b in zip(learner.policy.parameters(), other.policy.parameters(), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    learned = ("charts/return_last100/", "losses/value_loss/", "losses/policy_loss/")
+    for row, other in zip(captured_result.history, eager_result.history, strict=True):
+        keys = [key for key in row if key.startswith(learned)]
+        assert len(keys) == 6  # three figures, two groups
+        # No episode ends before step 40 (the game's length): the first two rows' returns are NaN.
+        assert [row[key] for key in keys] == pytest.approx(
+            [other[key] for key in keys], rel=1e-4, abs=1e-6, nan_ok=True
+        )
+    assert any(
+        row["charts/return_last100/tagger"] == row["charts/return_last100/tagger"]
+        for row in captured_result.history
+    )
