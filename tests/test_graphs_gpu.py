@@ -286,3 +286,36 @@ def test_one_launch_rollout_step_equals_three_launches(monkeypatch, env_id, algo
         buffers.append({name: getattr(buffer, name).clone() for name in names})
     for name, fused in buffers[0].items():
         assert torch.equal(fused, buffers[1][name]), name
+
+
+def test_an_error_inside_forked_streams_reaches_the_caller_during_capture():
+    """A launch that fails between the fork and the join of the sub-batches' streams, after a
+    side stream took work: the side streams are joined on the way out, so the capture ends cleanly
+    and the caller sees the launch's error, not the capture's complaint of an unjoined stream; a new
+    capture works after it."""
+    from numba import cuda
+
+    from warpsci.backends.torch_interop import forked_streams, numba_view
+
+    @cuda.jit
+    def add_one(values):
+        i = cuda.grid(1)
+        if i < values.size:
+            values[i] += 1
+
+    class LaunchFailed(Exception):
+        pass
+
+    data = torch.zeros(4, device="cuda")
+    with pytest.raises(LaunchFailed):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            with forked_streams(1) as (side,):
+                add_one[1, 32, side](numba_view(data))
+                raise LaunchFailed
+    again = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(again):
+        with forked_streams(1) as (side,):
+            add_one[1, 32, side](numba_view(data))
+    again.replay()
+    torch.cuda.synchronize()
+    assert data.tolist() == [1.0] * 4

@@ -50,10 +50,10 @@ def _numba_stream(stream: torch.cuda.Stream) -> Any:
 @contextlib.contextmanager
 def forked_streams(count: int) -> Iterator[list[Any]]:
     """Numba handles of ``count`` side streams of the current device that start after the work
-    queued so far on torch's current stream; on leaving, the current stream waits for all that was
-    queued on them. Captured in a CUDA graph this forks the graph into branches and joins them. The
-    same side streams serve every call; they come from torch's stream pool, which
-    ``torch.cuda.graph`` fills before it starts capturing."""
+    queued so far on torch's current stream; on leaving (on an error too), the current stream waits
+    for all that was queued on them. Captured in a CUDA graph this forks the graph into branches
+    and joins them. The same side streams serve every call; they come from torch's stream pool,
+    which ``torch.cuda.graph`` fills before it starts capturing."""
     device = torch.cuda.current_device()
     sides = _SIDE_STREAMS.setdefault(device, [])
     while len(sides) < count:
@@ -61,6 +61,10 @@ def forked_streams(count: int) -> Iterator[list[Any]]:
     current = torch.cuda.current_stream(device)
     for side in sides[:count]:
         side.wait_stream(current)
-    yield [_numba_stream(side) for side in sides[:count]]
-    for side in sides[:count]:
-        current.wait_stream(side)
+    try:
+        yield [_numba_stream(side) for side in sides[:count]]
+    finally:
+        # Joined on an error too: a capture left with branches unjoined would report that, not
+        # the error.
+        for side in sides[:count]:
+            current.wait_stream(side)
