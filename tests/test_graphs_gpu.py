@@ -289,10 +289,11 @@ def test_one_launch_rollout_step_equals_three_launches(monkeypatch, env_id, algo
 
 
 def test_an_error_inside_forked_streams_reaches_the_caller_during_capture():
-    """A launch that fails between the fork and the join of the sub-batches' streams, after a
-    side stream took work: the side streams are joined on the way out, so the capture ends cleanly
-    and the caller sees the launch's error, not the capture's complaint of an unjoined stream; a new
-    capture works after it."""
+    """A Python error between the fork and the join of the sub-batches' streams (a kernel's
+    compilation or arguments, say), after a side stream took work: the side streams are joined on
+    the way out, so the capture ends cleanly and the caller sees that error, not the capture's
+    complaint of an unjoined stream; a new capture works after it. (A launch that fails inside CUDA
+    invalidates the capture itself.)"""
     from numba import cuda
 
     from warpsci.backends.torch_interop import forked_streams, numba_view
@@ -303,15 +304,15 @@ def test_an_error_inside_forked_streams_reaches_the_caller_during_capture():
         if i < values.size:
             values[i] += 1
 
-    class LaunchFailed(Exception):
+    class CompileFailed(Exception):
         pass
 
     data = torch.zeros(4, device="cuda")
-    with pytest.raises(LaunchFailed):
+    with pytest.raises(CompileFailed):
         with torch.cuda.graph(torch.cuda.CUDAGraph()):
             with forked_streams(1) as (side,):
                 add_one[1, 32, side](numba_view(data))
-                raise LaunchFailed
+                raise CompileFailed
     again = torch.cuda.CUDAGraph()
     with torch.cuda.graph(again):
         with forked_streams(1) as (side,):

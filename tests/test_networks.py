@@ -121,12 +121,15 @@ def test_passes_without_gradients_fuse_relu_into_the_products_and_equal_the_laye
     activation, shared_trunk, bf16, monkeypatch
 ):
     """Without gradients (the rollout's passes), each Linear that a ReLU follows is one product with
-    the bias and the ReLU applied as it is written (``torch._addmm_activation``), in bfloat16
-    products too; the outputs equal PyTorch's layers. Tanh networks run as they are. A shared
-    trunk's output goes to the heads in the products' precision (no float32 copy in bfloat16)."""
+    the bias and the ReLU applied as it is written (``torch._addmm_activation``); the outputs equal
+    PyTorch's layers. Tanh networks run as they are. With bf16 the products take bfloat16 operands
+    (cast before the call: autocast casts them on the CPU but not on CUDA), and a shared trunk's
+    output goes to the heads in bfloat16 (no float32 copy)."""
     calls = []
     fused = torch._addmm_activation
-    monkeypatch.setattr(torch, "_addmm_activation", lambda *args: calls.append(1) or fused(*args))
+    monkeypatch.setattr(
+        torch, "_addmm_activation", lambda *args: calls.append({arg.dtype for arg in args}) or fused(*args)
+    )
     hidden_dtypes = []
     heads = networks.both_heads
 
@@ -155,6 +158,7 @@ def test_passes_without_gradients_fuse_relu_into_the_products_and_equal_the_laye
     passes = 1 if shared_trunk else 2  # the trunk once, or the actor and the critic
     expected = 0 if activation == "tanh" else two_hidden_layers * (passes + 1)  # then actor_output
     assert len(calls) == expected
+    assert all(dtypes == {torch.bfloat16 if bf16 else torch.float32} for dtypes in calls)
 
 
 def test_both_heads_are_one_product_equal_to_each_head_and_train_both():

@@ -14,6 +14,7 @@ intrinsics emulated by :mod:`warpsci.simulated_warps`), so they need a GPU. Run 
 """
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -350,7 +351,4 @@ def test_captured_training_equals_eager_training(monkeypatch):
         assert [row[key] for key in keys] == pytest.approx(
             [other[key] for key in keys], rel=1e-4, abs=1e-6, nan_ok=True
         )
-    assert any(
-        row["charts/return_last100/tagger"] == row["charts/return_last100/tagger"]
-        for row in captured_result.history
-    )
+    assert any(not math.isnan(row["charts/return_last100/tagger"]) for row in captured_result.history)
