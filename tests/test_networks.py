@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from warpsci import networks
 from warpsci.config import ACTIVATION_NAMES, GROUP_KEYS, TrainConfig
 from warpsci.networks import ACTIVATIONS, ActorCritic, both_heads
 from warpsci.ppo import PPOTrainer
@@ -106,31 +107,58 @@ def test_bf16_is_a_config_and_group_setting_and_reaches_the_network():
     assert trainer.buffer.values.dtype == torch.float32 and trainer.buffer.values.abs().sum() > 0
 
 
-@pytest.mark.parametrize(("activation", "shared_trunk"), [("relu", True), ("relu", False), ("tanh", False)])
+@pytest.mark.parametrize(
+    ("activation", "shared_trunk", "bf16"),
+    [
+        ("relu", True, False),
+        ("relu", False, False),
+        ("tanh", False, False),
+        ("relu", True, True),
+        ("relu", False, True),
+    ],
+)
 def test_passes_without_gradients_fuse_relu_into_the_products_and_equal_the_layers(
-    activation, shared_trunk, monkeypatch
+    activation, shared_trunk, bf16, monkeypatch
 ):
     """Without gradients (the rollout's passes), each Linear that a ReLU follows is one product with
     the bias and the ReLU applied as it is written (``torch._addmm_activation``); the outputs equal
-    PyTorch's layers. Tanh networks run as they are."""
+    PyTorch's layers. Tanh networks run as they are. With bf16 the products take bfloat16 operands
+    (cast before the call: autocast casts them on the CPU but not on CUDA), and a shared trunk's
+    output goes to the heads in bfloat16 (no float32 copy)."""
     calls = []
     fused = torch._addmm_activation
-    monkeypatch.setattr(torch, "_addmm_activation", lambda *args: calls.append(1) or fused(*args))
+    monkeypatch.setattr(
+        torch, "_addmm_activation", lambda *args: calls.append({arg.dtype for arg in args}) or fused(*args)
+    )
+    hidden_dtypes = []
+    heads = networks.both_heads
+
+    def recorded_heads(actor, critic, hidden):
+        hidden_dtypes.append(hidden.dtype)
+        return heads(actor, critic, hidden)
+
+    monkeypatch.setattr(networks, "both_heads", recorded_heads)
     torch.manual_seed(0)
     policy = ActorCritic(7, gymnasium.spaces.MultiDiscrete([3, 4]), (16, 8), activation=activation,
-                         shared_trunk=shared_trunk)  # fmt: skip
+                         shared_trunk=shared_trunk, bf16=bf16)  # fmt: skip
     obs = torch.randn(3, 5, 7)
     with torch.no_grad():
         actor_output, value = policy.act_and_value(obs)
         logits = policy.actor_output(obs)
     layers_output, layers_value = policy.act_and_value(obs)  # with gradients: the layers
+    assert actor_output.dtype == value.dtype == torch.float32
     torch.testing.assert_close(actor_output, layers_output.detach(), rtol=0, atol=0)
     torch.testing.assert_close(value, layers_value.detach(), rtol=0, atol=0)
-    torch.testing.assert_close(logits, layers_output.detach())  # the actor's own head: one product
+    # The actor's own head: one product (in bfloat16, rounded apart from the stacked heads').
+    tolerance = {"rtol": 1e-2, "atol": 1e-2} if bf16 else {}
+    torch.testing.assert_close(logits, layers_output.detach(), **tolerance)
+    if shared_trunk:
+        assert hidden_dtypes == [torch.bfloat16 if bf16 else torch.float32] * 2
     two_hidden_layers = 2
     passes = 1 if shared_trunk else 2  # the trunk once, or the actor and the critic
     expected = 0 if activation == "tanh" else two_hidden_layers * (passes + 1)  # then actor_output
     assert len(calls) == expected
+    assert all(dtypes == {torch.bfloat16 if bf16 else torch.float32} for dtypes in calls)
 
 
 def test_both_heads_are_one_product_equal_to_each_head_and_train_both():
@@ -149,6 +177,35 @@ def test_both_heads_are_one_product_equal_to_each_head_and_train_both():
     (actor_head(hidden).square().sum() + 2 * critic_head(hidden).sum()).backward()
     for grad, parameter in zip(expected, (*actor_head.parameters(), *critic_head.parameters()), strict=True):
         torch.testing.assert_close(grad, parameter.grad)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_bf16_rollout_pass_on_the_gpu_takes_bfloat16_operands_and_equals_float64(monkeypatch):
+    """On CUDA, where autocast leaves ``torch._addmm_activation``'s operands as they are, the
+    bf16 rollout's ReLU products take bfloat16 operands (not float32 ones in TF32), the shared
+    trunk's output reaches the heads in bfloat16, and the outputs equal the network in float64
+    within bfloat16's rounding."""
+    dtypes = []
+    fused = torch._addmm_activation
+    monkeypatch.setattr(
+        torch, "_addmm_activation", lambda *args: dtypes.append({arg.dtype for arg in args}) or fused(*args)
+    )
+    torch.manual_seed(3)
+    policy = ActorCritic(71, gymnasium.spaces.MultiDiscrete([11, 11]), (256, 256), activation="relu",
+                         shared_trunk=True, bf16=True).cuda()  # fmt: skip
+    obs = torch.randn(20_000, 71, device="cuda")
+    with torch.no_grad():
+        actor_output, value = policy.act_and_value(obs)
+    assert dtypes == [{torch.bfloat16}] * 2  # the trunk's two ReLU products
+    assert actor_output.dtype == value.dtype == torch.float32
+    reference = policy.double()
+    with torch.no_grad():
+        expected_output = reference.actor(obs.double()).reshape(actor_output.shape)
+        expected_value = reference.critic(obs.double()).squeeze(-1)
+    for got, expected in ((actor_output, expected_output), (value, expected_value)):
+        error = ((got.double() - expected).norm() / expected.norm()).item()
+        assert 1e-5 < error < 3e-2  # bfloat16's rounding (8 bits of mantissa), not float32's
 
 
 @pytest.mark.gpu

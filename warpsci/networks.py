@@ -11,6 +11,7 @@ log-probability is that of the sampled action.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import TYPE_CHECKING
 
@@ -97,22 +98,33 @@ def forward_fusing_relu(network: nn.Module, features: torch.Tensor) -> torch.Ten
     (``torch._addmm_activation``: a cuBLASLt epilogue on CUDA) instead of a product, then a pass
     of ReLU over it in memory (at Tag continuous's 220,000 rows of a 256-wide trunk, two such
     passes of about 70 us each per rollout step on an H100). Networks of other modules run as they
-    are."""
+    are. Under ``torch.autocast`` the fused products take the operands in autocast's type, as its
+    ``Linear`` would (autocast casts ``_addmm_activation``'s on the CPU, not on CUDA)."""
     layers = _layers_in_order(network)
     if layers is None or not any(isinstance(layer, nn.ReLU) for layer in layers):
         return network(features)
+    device = features.device.type
+    low = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
     rows = features.reshape(-1, features.shape[-1])
     index = 0
     while index < len(layers):
         layer = layers[index]
         fused = index + 1 < len(layers) and isinstance(layers[index + 1], nn.ReLU)
         if isinstance(layer, nn.Linear) and layer.bias is not None and fused:
-            rows = torch._addmm_activation(layer.bias, rows, layer.weight.t())
+            weight, bias = layer.weight, layer.bias
+            if low is not None:
+                rows, weight, bias = rows.to(low), weight.to(low), bias.to(low)
+            rows = torch._addmm_activation(bias, rows, weight.t())
             index += 2
         else:
             rows = layer(rows)
             index += 1
     return rows.reshape(*features.shape[:-1], rows.shape[-1])
+
+
+def _forward(network: nn.Module, features: torch.Tensor) -> torch.Tensor:
+    """``network(features)``; without gradients through :func:`forward_fusing_relu`."""
+    return network(features) if torch.is_grad_enabled() else forward_fusing_relu(network, features)
 
 
 def both_heads(
@@ -158,8 +170,9 @@ class ActorCritic(nn.Module):
             and a value head on top (WarpDrive's ``FullyConnected``: about half the arithmetic of
             two networks), instead of two networks. Default False.
         bf16: Matrix products in bfloat16, outputs returned as float32: PyTorch's layers under
-            ``torch.autocast``, the fused kernels with ``precision="bf16"``
-            (:attr:`warpsci.config.TrainConfig.bf16`). Default False.
+            ``torch.autocast`` (the rollout's ReLU products too, :func:`forward_fusing_relu`; a
+            shared trunk's output stays bfloat16 for the heads), the fused kernels with
+            ``precision="bf16"`` (:attr:`warpsci.config.TrainConfig.bf16`). Default False.
 
     ``actor`` and ``critic`` are ``nn.Sequential`` modules from observations to the actor's raw
     output and to the value; with a shared trunk both start with the same trunk module.
@@ -261,16 +274,20 @@ class ActorCritic(nn.Module):
         return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
 
     def _run(self, network: nn.Module, features: torch.Tensor) -> torch.Tensor:
-        """``network(features)``: through the fused kernels, in bfloat16 products, or as it is."""
+        """``network(features)`` as float32: through the fused kernels, or its layers in the
+        networks' precision (:meth:`_precision`; without gradients each ReLU in its product's
+        epilogue, :func:`forward_fusing_relu`)."""
         if self.fused and can_fuse(network, features):
             return fused_mlp(network, features, self.fused_precision)
+        with self._precision(features):
+            return _forward(network, features).float()
+
+    def _precision(self, features: torch.Tensor) -> contextlib.AbstractContextManager:
+        """Where the layers run: under ``torch.autocast`` to bfloat16 with ``bf16``, else as they
+        are. Not cached: a CUDA graph replays the casts of weights that an update has changed."""
         if self.bf16:
-            # Not cached: a CUDA graph replays the casts of weights an update has changed.
-            with torch.autocast(features.device.type, dtype=torch.bfloat16, cache_enabled=False):
-                return network(features).float()
-        if not torch.is_grad_enabled():
-            return forward_fusing_relu(network, features)
-        return network(features)
+            return torch.autocast(features.device.type, dtype=torch.bfloat16, cache_enabled=False)
+        return contextlib.nullcontext()
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, shaped ``obs.shape[:-1]``."""
@@ -290,10 +307,10 @@ class ActorCritic(nn.Module):
         """The actor's raw output and the values of normalised observations, the trunk run once
         when it is shared."""
         if self.shared_trunk:
-            hidden = self._run(self.actor[0], features)
-            if self.bf16:
-                return self._run(self.actor[1], hidden), self._run(self.critic[1], hidden).squeeze(-1)
-            return both_heads(self.actor[1], self.critic[1], hidden)
+            # The trunk's output goes to the heads in the products' type (bfloat16 with bf16).
+            with self._precision(features):
+                out, value = both_heads(self.actor[1], self.critic[1], _forward(self.actor[0], features))
+            return out.float(), value.float()
         return self._run(self.actor, features), self._run(self.critic, features).squeeze(-1)
 
     def act_and_value(
