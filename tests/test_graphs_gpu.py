@@ -18,6 +18,33 @@ pytestmark = [
 ]
 
 
+def test_numba_frees_queued_during_a_capture_wait_until_it_ends():
+    """Numba frees device memory in batches, when a finalizer queues more than
+    ``CUDA_DEALLOCS_COUNT``; Python may run finalizers (an array's last reference dropped, the
+    garbage collector) inside a captured function, and a cuMemFree while capturing invalidates the
+    capture. Seen as a flaky failure of a Tag continuous graph test in a process that had run other
+    tests first. The capture defers the frees."""
+    from numba import config
+    from numba import cuda as numba_cuda
+
+    total = torch.zeros(4, device="cuda")
+    doomed = []
+
+    def work() -> None:
+        doomed.clear()  # on the capturing call: more frees queued than Numba keeps pending
+        total.add_(1.0)
+
+    replay = GraphReplay(work, torch.device("cuda"))
+    replay()  # the warm-up, eager
+    numba_cuda.current_context().deallocations.clear()
+    doomed.extend(numba_cuda.device_array(256) for _ in range(config.CUDA_DEALLOCS_COUNT + 2))
+    replay()  # captures (the frees queued inside) and replays
+    replay()
+    torch.cuda.synchronize()
+    assert replay.captures == 1
+    assert torch.equal(total, torch.full((4,), 3.0, device="cuda"))
+
+
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_replayed_env_steps_equal_eager_steps(env_id):
     def trajectory(capture: bool) -> list[torch.Tensor]:

@@ -18,6 +18,7 @@ if int(_os.environ.get("LOCAL_WORLD_SIZE", _os.environ.get("WORLD_SIZE", "1"))) 
     _os.environ.setdefault("NUMBA_NUM_THREADS", str(max(1, _share)))
     _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import warpsci._numba_compat  # noqa: E402, F401  (before any module that imports Numba's array code)
 from warpsci.environment import (  # noqa: E402
     AgentGroup,
     AgentStage,

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable, Hashable
 
 import torch
+from numba import cuda as numba_cuda
 
 #: Every GraphReplay alive, so that :func:`release_all` can free their graphs.
 _live: weakref.WeakSet[GraphReplay] = weakref.WeakSet()
@@ -80,7 +81,10 @@ class GraphReplay:
         graph = torch.cuda.CUDAGraph()
         for generator in self.generators:
             graph.register_generator_state(generator)
-        with torch.cuda.graph(graph):
+        # Numba frees device memory and unloads modules in batches, whenever a finalizer queues one
+        # past its limit: a batch freed while capturing (a cuMemFree, say) would invalidate the
+        # capture, so the frees wait until it ends.
+        with numba_cuda.defer_cleanup(), torch.cuda.graph(graph):
             self.function()
         self.graph, self.captured_key = graph, key
         self.captures += 1
