@@ -23,7 +23,7 @@ the vector environments place each group as one tensor, its arrays one after ano
 from its first array, with shapes and strides from the kernel's own sizes. Each array that a kernel
 reads costs loads of its pointer and shape from the kernel's parameters, which Numba lays out as a
 struct of 56-72 bytes an array; Tag continuous's 22 staged arrays in 7 groups took the copy's
-parameter loads from 80 to 26 (sm_90, offline), where the constant-cache misses were 15.5% of the
+parameter loads from 80 to 28 (sm_90, offline), where the constant-cache misses were 15.5% of the
 stages' stall samples (BENCHMARKS.md, 2026-11-28, twentieth session).
 
 The stages index a staged array as the global one, ``state.x[env, agent]``: it is a view of the same
@@ -149,12 +149,19 @@ def _then_view(previous: Callable, index: int, row: _Row) -> Callable:
 
 def _group_views(groups: list[tuple[bool, _Group]], row_strides: list[int] | None) -> Callable:
     """``views(state, buffers, num_envs, num_agents)``: for each group (``(of the buffers,
-    group)``), its entries as one array, ``view[member, env(, agent)]``, made from the group's first
-    entry: in global memory the group's tensor (``row_strides`` None; its entries C-contiguous, one
-    after another, as :func:`staged_groups` places them), in shared memory its rows,
-    ``row_strides[i]`` bytes apart (0 between environments). The shapes and strides come from the
-    arguments and the element size, so that a group costs the loads of one pointer only from the
-    kernel's parameters."""
+    group)``), its entries as one array, made from the group's first entry.
+
+    - In global memory (``row_strides`` None), the group's tensor as rows: entry ``member`` of
+      environment ``env`` is row ``member * num_envs + env`` (its entries are C-contiguous, one
+      after another, as :func:`staged_groups` places them). On a GPU that is the first entry itself,
+      indexed past its own rows (Numba checks no bounds there): its loads and stores then stay global
+      ones (``LDG``/``STG``; a strided view would make them generic). The simulator's numpy
+      checks bounds, so it gets a view of all the rows.
+    - In shared memory, ``view[member, env(, agent)]``: the group's rows, ``row_strides[i]`` bytes
+      apart, 0 between environments.
+
+    A group then costs the load of one pointer from the kernel's parameters; each array a kernel
+    reads costs loads of its pointer and shape, which missed the constant cache."""
     views = cuda.jit(device=True)(_no_group_views)
     for position, (of_buffers, group) in enumerate(groups):
         row_stride = None if row_strides is None else row_strides[position]
@@ -168,16 +175,25 @@ def _no_group_views(state, buffers, num_envs, num_agents):
 
 def _then_group_view(previous: Callable, of_buffers: bool, group: _Group, row_stride: int | None) -> Callable:
     first, count, item = group.members[0], np.intp(len(group.members)), np.intp(group.itemsize)
-    per_agent, in_shared = group.per_agent, row_stride is not None
+    per_agent = group.per_agent
 
-    def view_of(array, num_envs, num_agents):
-        envs, agents = np.intp(num_envs), np.intp(num_agents)
-        row = agents * item if per_agent else item
-        member = np.intp(row_stride) if in_shared else envs * row
-        env_stride = np.intp(0) if in_shared else row
-        if per_agent:
-            return (_strided_view(array, (count, envs, agents), (member, env_stride, item)),)
-        return (_strided_view(array, (count, envs), (member, env_stride)),)
+    if row_stride is None and not config.ENABLE_CUDASIM:
+
+        def view_of(array, num_envs, num_agents):
+            return (array,)
+
+    elif row_stride is None:
+
+        def view_of(array, num_envs, num_agents):
+            return (_strided_view(array, (count * array.shape[0],) + array.shape[1:], array.strides),)
+
+    else:
+
+        def view_of(array, num_envs, num_agents):
+            envs, agents, rows = np.intp(num_envs), np.intp(num_agents), np.intp(row_stride)
+            if per_agent:
+                return (_strided_view(array, (count, envs, agents), (rows, np.intp(0), item)),)
+            return (_strided_view(array, (count, envs), (rows, np.intp(0))),)
 
     view_of = cuda.jit(device=True)(view_of)
     # A CUDA device function may return a new view only inside a tuple.
@@ -196,10 +212,13 @@ def _then_group_view(previous: Callable, of_buffers: bool, group: _Group, row_st
     return state_group_view
 
 
-def _copy_chain(groups: list[tuple[bool, _Group]], per_agent: bool) -> tuple[Callable, Callable]:
+def _copy_chain(
+    groups: list[tuple[bool, _Group]], per_agent: bool, in_global: bool
+) -> tuple[Callable, Callable]:
     """``(read, write)`` for the staged entries of one kind (``per_agent``: each agent's values, else
-    the environment's) through the group views (:func:`_group_views`): ``read(source, env, agent)``
-    returns their values, ``write(target, values, env, agent)`` writes them."""
+    the environment's) through the group views of one memory (:func:`_group_views`; ``in_global``:
+    the global rows): ``read(source, env, agent, num_envs)`` returns their values,
+    ``write(target, values, env, agent, num_envs)`` writes them."""
     entries = [
         (position, member)
         for position, (_, group) in enumerate(groups)
@@ -209,44 +228,76 @@ def _copy_chain(groups: list[tuple[bool, _Group]], per_agent: bool) -> tuple[Cal
     read = cuda.jit(device=True)(_no_reads)
     write = cuda.jit(device=True)(_no_writes)
     for value, (position, member) in enumerate(entries):
-        read = cuda.jit(device=True)(_then_read(read, position, member, per_agent))
-        write = cuda.jit(device=True)(_then_write(write, position, member, value, per_agent))
+        read = cuda.jit(device=True)(_then_read(read, position, member, per_agent, in_global))
+        write = cuda.jit(device=True)(_then_write(write, position, member, value, per_agent, in_global))
     return read, write
 
 
-def _no_reads(source, env, agent):
+def _no_reads(source, env, agent, num_envs):
     return ()
 
 
-def _no_writes(target, values, env, agent):
+def _no_writes(target, values, env, agent, num_envs):
     pass
 
 
-def _then_read(previous: Callable, position: int, member: int, per_agent: bool) -> Callable:
+def _then_read(previous: Callable, position: int, member: int, per_agent: bool, in_global: bool) -> Callable:
+    member = np.uint32(member)
+    if in_global and per_agent:
+
+        def read_global_agent(source, env, agent, num_envs):
+            row = member * np.uint32(num_envs) + env
+            return previous(source, env, agent, num_envs) + (source[position][row, agent],)
+
+        return read_global_agent
+    if in_global:
+
+        def read_global_environment(source, env, agent, num_envs):
+            row = member * np.uint32(num_envs) + env
+            return previous(source, env, agent, num_envs) + (source[position][row],)
+
+        return read_global_environment
     if per_agent:
 
-        def read_agent(source, env, agent):
-            return previous(source, env, agent) + (source[position][member, env, agent],)
+        def read_agent(source, env, agent, num_envs):
+            return previous(source, env, agent, num_envs) + (source[position][member, env, agent],)
 
         return read_agent
 
-    def read_environment(source, env, agent):
-        return previous(source, env, agent) + (source[position][member, env],)
+    def read_environment(source, env, agent, num_envs):
+        return previous(source, env, agent, num_envs) + (source[position][member, env],)
 
     return read_environment
 
 
-def _then_write(previous: Callable, position: int, member: int, value: int, per_agent: bool) -> Callable:
+def _then_write(
+    previous: Callable, position: int, member: int, value: int, per_agent: bool, in_global: bool
+) -> Callable:
+    member = np.uint32(member)
+    if in_global and per_agent:
+
+        def write_global_agent(target, values, env, agent, num_envs):
+            previous(target, values, env, agent, num_envs)
+            target[position][member * np.uint32(num_envs) + env, agent] = values[value]
+
+        return write_global_agent
+    if in_global:
+
+        def write_global_environment(target, values, env, agent, num_envs):
+            previous(target, values, env, agent, num_envs)
+            target[position][member * np.uint32(num_envs) + env] = values[value]
+
+        return write_global_environment
     if per_agent:
 
-        def write_agent(target, values, env, agent):
-            previous(target, values, env, agent)
+        def write_agent(target, values, env, agent, num_envs):
+            previous(target, values, env, agent, num_envs)
             target[position][member, env, agent] = values[value]
 
         return write_agent
 
-    def write_environment(target, values, env, agent):
-        previous(target, values, env, agent)
+    def write_environment(target, values, env, agent, num_envs):
+        previous(target, values, env, agent, num_envs)
         target[position][member, env] = values[value]
 
     return write_environment
@@ -319,44 +370,46 @@ def make_staging(definition: EnvironmentDefinition, width: int) -> tuple[Callabl
     row_strides = [_aligned(group.itemsize * (width if group.per_agent else 1)) for _, group in groups]
     global_groups = _group_views(groups, None)
     shared_groups = _group_views(groups, row_strides)
-    read_agents, write_agents = _copy_chain(groups, True)
-    read_environment, write_environment = _copy_chain(groups, False)
+    read_global_agents, write_global_agents = _copy_chain(groups, True, in_global=True)
+    read_global_environment, write_global_environment = _copy_chain(groups, False, in_global=True)
+    read_shared_agents, write_shared_agents = _copy_chain(groups, True, in_global=False)
+    read_shared_environment, write_shared_environment = _copy_chain(groups, False, in_global=False)
 
     # Every value is read before any is written: a write through a generic pointer (shared memory,
     # as Numba addresses it) may alias a later read of global memory, so that the compiler would
     # otherwise wait for each read's round trip in turn.
-    def copy(source, target, env, agent, num_agents, live):
+    def copy_in(source, target, env, agent, num_envs, num_agents, live):
         if live and agent < num_agents:
-            write_agents(target, read_agents(source, env, agent), env, agent)
+            values = read_global_agents(source, env, agent, num_envs)
+            write_shared_agents(target, values, env, agent, num_envs)
         if live and agent == 0:
-            write_environment(target, read_environment(source, env, agent), env, agent)
+            values = read_global_environment(source, env, agent, num_envs)
+            write_shared_environment(target, values, env, agent, num_envs)
 
-    copy = cuda.jit(device=True)(copy)
+    def copy_back(source, target, env, agent, num_envs, num_agents, live):
+        if live and agent < num_agents:
+            values = read_shared_agents(source, env, agent, num_envs)
+            write_global_agents(target, values, env, agent, num_envs)
+        if live and agent == 0:
+            values = read_shared_environment(source, env, agent, num_envs)
+            write_global_environment(target, values, env, agent, num_envs)
+
+    copy_in, copy_back = cuda.jit(device=True)(copy_in), cuda.jit(device=True)(copy_back)
 
     def stage(state, buffers, env, agent, num_envs, num_agents, live):
         store = cuda.shared.array(words, np.int64).view(np.uint8)
         staged_state = state_type(*state_views(state, store))
         staged_buffers = EnvBuffers(*buffer_views(buffers, store))
-        copy(
-            global_groups(state, buffers, num_envs, num_agents),
-            shared_groups(staged_state, staged_buffers, num_envs, num_agents),
-            env,
-            agent,
-            num_agents,
-            live,
-        )
+        global_rows = global_groups(state, buffers, num_envs, num_agents)
+        shared_rows = shared_groups(staged_state, staged_buffers, num_envs, num_agents)
+        copy_in(global_rows, shared_rows, env, agent, num_envs, num_agents, live)
         cuda.syncthreads()
         return staged_state, staged_buffers
 
     def unstage(staged_state, staged_buffers, state, buffers, env, agent, num_envs, num_agents, live):
         cuda.syncthreads()
-        copy(
-            shared_groups(staged_state, staged_buffers, num_envs, num_agents),
-            global_groups(state, buffers, num_envs, num_agents),
-            env,
-            agent,
-            num_agents,
-            live,
-        )
+        shared_rows = shared_groups(staged_state, staged_buffers, num_envs, num_agents)
+        global_rows = global_groups(state, buffers, num_envs, num_agents)
+        copy_back(shared_rows, global_rows, env, agent, num_envs, num_agents, live)
 
     return cuda.jit(device=True)(stage), cuda.jit(device=True)(unstage)
