@@ -303,6 +303,25 @@ def _then_write(
     return write_environment
 
 
+def _copier(
+    read_agents: Callable, write_agents: Callable, read_environment: Callable, write_environment: Callable
+):
+    """``copy(source, target, env, agent, num_envs, num_agents, live)``: the agent's values (and,
+    for agent 0, the environment's) read through ``read_*`` from ``source`` and written through
+    ``write_*`` into ``target`` (:func:`_copy_chain`)."""
+
+    # Every value is read before any is written: a write through a generic pointer (shared memory,
+    # as Numba addresses it) may alias a later read of global memory, so that the compiler would
+    # otherwise wait for each read's round trip in turn.
+    def copy(source, target, env, agent, num_envs, num_agents, live):
+        if live and agent < num_agents:
+            write_agents(target, read_agents(source, env, agent, num_envs), env, agent, num_envs)
+        if live and agent == 0:
+            write_environment(target, read_environment(source, env, agent, num_envs), env, agent, num_envs)
+
+    return cuda.jit(device=True)(copy)
+
+
 def staged_bytes(definition: EnvironmentDefinition, width: int) -> int:
     """Shared memory that :func:`make_staging` takes a block, in bytes, for ``width`` agents."""
     return _plans(definition, width)[2]
@@ -375,26 +394,12 @@ def make_staging(definition: EnvironmentDefinition, width: int) -> tuple[Callabl
     read_shared_agents, write_shared_agents = _copy_chain(groups, True, in_global=False)
     read_shared_environment, write_shared_environment = _copy_chain(groups, False, in_global=False)
 
-    # Every value is read before any is written: a write through a generic pointer (shared memory,
-    # as Numba addresses it) may alias a later read of global memory, so that the compiler would
-    # otherwise wait for each read's round trip in turn.
-    def copy_in(source, target, env, agent, num_envs, num_agents, live):
-        if live and agent < num_agents:
-            values = read_global_agents(source, env, agent, num_envs)
-            write_shared_agents(target, values, env, agent, num_envs)
-        if live and agent == 0:
-            values = read_global_environment(source, env, agent, num_envs)
-            write_shared_environment(target, values, env, agent, num_envs)
-
-    def copy_back(source, target, env, agent, num_envs, num_agents, live):
-        if live and agent < num_agents:
-            values = read_shared_agents(source, env, agent, num_envs)
-            write_global_agents(target, values, env, agent, num_envs)
-        if live and agent == 0:
-            values = read_shared_environment(source, env, agent, num_envs)
-            write_global_environment(target, values, env, agent, num_envs)
-
-    copy_in, copy_back = cuda.jit(device=True)(copy_in), cuda.jit(device=True)(copy_back)
+    copy_in = _copier(
+        read_global_agents, write_shared_agents, read_global_environment, write_shared_environment
+    )
+    copy_back = _copier(
+        read_shared_agents, write_global_agents, read_shared_environment, write_global_environment
+    )
 
     def stage(state, buffers, env, agent, num_envs, num_agents, live):
         store = cuda.shared.array(words, np.int64).view(np.uint8)
