@@ -67,3 +67,35 @@ def test_staging_is_refused_outside_the_kernels_observed_apart():
     for by_block, apart in ((None, True), (observation, False)):
         with pytest.raises(ValueError, match="staged_width applies to the kernels observed apart"):
             cuda_backend._compile_fused(TAG_CONTINUOUS, True, None, by_block, apart, staged_width=128)
+
+
+@pytest.mark.parametrize("env_id", ["TagContinuous-v0", "CartPole-v1"])
+def test_staged_arrays_are_placed_in_groups_as_the_staging_reads_them(env_id):
+    """Each group of staged arrays (one element size and kind) is one tensor whose entries are the
+    arrays, in :func:`staged_groups`' order: the staged kernels read a group's arrays through a view
+    made from its first array, ``shape[0] * strides[0]`` bytes apart. Each array is contiguous and
+    its own: writing one leaves the others as they were."""
+    import torch
+
+    import warpsci
+
+    env = warpsci.make(env_id, num_envs=3, device="cpu")
+    state_groups, buffer_groups = shared_staging.staged_groups(env.definition)
+    tensors = {**env.state_tensors}
+    buffers = env.buffers._asdict()
+    placed = [[tensors[name] for name in group] for group in state_groups]
+    placed += [[buffers[name] for name in group] for group in buffer_groups]
+    assert sum(map(len, placed)) == len(shared_staging.STAGED_BUFFERS) + sum(
+        field.shape == () for field in env.definition.state_fields
+    )
+    for group in placed:
+        first = group[0]
+        apart = first.numel() * first.element_size()
+        assert len({tensor.element_size() for tensor in group}) == 1
+        for index, tensor in enumerate(group):
+            assert tensor.is_contiguous() and tensor.shape == first.shape
+            assert tensor.data_ptr() == first.data_ptr() + index * apart
+    before = [tensor.clone() for group in placed for tensor in group]
+    placed[0][0].view(torch.uint8).fill_(255)
+    after = [tensor for group in placed for tensor in group]
+    assert all(torch.equal(old, new) for old, new in zip(before[1:], after[1:], strict=True))

@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from warpsci.backends.buffers import SCALAR_BUFFERS, EnvBuffers
+from warpsci.backends.shared_staging import staged_groups
 from warpsci.backends.torch_interop import current_numba_stream, numba_view
 from warpsci.environment import (
     AgentGroup,
@@ -41,6 +42,8 @@ _NUMPY_TO_TORCH = {
     np.dtype(np.uint8): torch.uint8,
     np.dtype(np.bool_): torch.bool,
 }
+#: The tensor type in which a group of fields of one element size is placed (each field a view).
+_SAME_SIZE_INTEGER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,9 +218,25 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         check_fits(what, plan, self.device, advice)
 
     def _allocate(self, layout: dict[str, tuple[tuple[int, ...], torch.dtype]]) -> None:
-        """Place the state fields and buffers."""
+        """Place the state fields and buffers: those that a step may stage in shared memory in
+        groups (:func:`~warpsci.backends.shared_staging.staged_groups`), each group one tensor whose
+        entries are the fields, each field a contiguous view of it; the others each on its own."""
+        placed: dict[str, torch.Tensor] = {}
+        state_groups, buffer_groups = staged_groups(self.definition)
+        for prefix, groups in (("state.", state_groups), ("buffers.", buffer_groups)):
+            for group in groups:
+                names = [prefix + name for name in group]
+                shape, _ = layout[names[0]]
+                whole = torch.zeros(
+                    (len(names), *shape),
+                    dtype=_SAME_SIZE_INTEGER[layout[names[0]][1].itemsize],
+                    device=self.device,
+                )
+                placed |= {name: whole[index].view(layout[name][1]) for index, name in enumerate(names)}
 
         def place(name: str) -> torch.Tensor:
+            if name in placed:
+                return placed[name]
             shape, dtype = layout[name]
             if name == "buffers.action_mask":  # every action allowed until a mask says otherwise
                 return torch.ones(shape, dtype=dtype, device=self.device)

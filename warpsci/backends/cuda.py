@@ -353,12 +353,12 @@ def _no_block_observation(state, params, obs, env):
 
 
 @cuda.jit(device=True)
-def _stage_nothing(state, buffers, env, agent, num_agents, live):
+def _stage_nothing(state, buffers, env, agent, num_envs, num_agents, live):
     return state, buffers
 
 
 @cuda.jit(device=True)
-def _unstage_nothing(staged_state, staged_buffers, state, buffers, env, agent, num_agents, live):
+def _unstage_nothing(staged_state, staged_buffers, state, buffers, env, agent, num_envs, num_agents, live):
     pass
 
 
@@ -469,7 +469,7 @@ def _compile_fused(
         first = np.uint32(cuda.threadIdx.x)
         keys = _keys(run[0], env, first)
         # The scalar arrays staged in shared memory, or the arrays themselves where nothing is staged.
-        staged_state, staged_buffers = stage(state, buffers, env, first, num_agents, live)
+        staged_state, staged_buffers = stage(state, buffers, env, first, num_envs, num_agents, live)
         step_sequence(
             staged_state,
             params,
@@ -482,7 +482,7 @@ def _compile_fused(
             num_agents,
             keys,
         )
-        unstage(staged_state, staged_buffers, state, buffers, env, first, num_agents, live)
+        unstage(staged_state, staged_buffers, state, buffers, env, first, num_envs, num_agents, live)
         before_observing()
         observe_block(state, params, buffers.obs, env)
 
@@ -495,7 +495,7 @@ def _compile_fused(
         stride = np.uint32(cuda.blockDim.x)
         # The first agent's key bases are computed once per launch; hashing is costly on the GPU.
         keys = _keys(run[0], env, first)
-        staged_state, staged_buffers = stage(state, buffers, env, first, num_agents, live)
+        staged_state, staged_buffers = stage(state, buffers, env, first, num_envs, num_agents, live)
         for _ in range(num_steps):
             random_step_sequence(
                 staged_state, params, staged_buffers, run, env, live, first, stride, num_agents, keys
@@ -503,7 +503,7 @@ def _compile_fused(
         observe_sequence(
             staged_state, params, staged_buffers, run, env, live, first, stride, num_agents, keys
         )
-        unstage(staged_state, staged_buffers, state, buffers, env, first, num_agents, live)
+        unstage(staged_state, staged_buffers, state, buffers, env, first, num_envs, num_agents, live)
         before_observing()
         observe_block(state, params, buffers.obs, env)
 

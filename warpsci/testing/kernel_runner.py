@@ -47,10 +47,14 @@ class HostKernelRunner:
         self.groups = template.groups
         values = kernel_param_values(definition, template.params, num_envs)
         self.params = params_to_tuple(template.params, definition.params_float_dtype, values)
+        # The template's own arrays (the runner keeps it): the fields that a step may stage in shared
+        # memory lie in groups, one after another, as the staged kernels expect
+        # (warpsci.backends.shared_staging.staged_groups); copied one by one they would not.
+        self._template = template
         self.state = definition.state_type(
-            *(template.state_tensors[f.name].numpy().copy() for f in definition.state_fields)
+            *(template.state_tensors[f.name].numpy() for f in definition.state_fields)
         )
-        self.buffers = EnvBuffers(*(tensor.numpy().copy() for tensor in template.buffers))
+        self.buffers = EnvBuffers(*(tensor.numpy() for tensor in template.buffers))
         if backend == "cpu":
             from warpsci.backends.cpu import CpuKernels
 
@@ -108,6 +112,7 @@ class HostKernelRunner:
             return
         from numba import cuda
 
+        # Each array copied on its own: launched from Python, the step's kernels do not stage.
         state = type(self.state)(*(cuda.to_device(array) for array in self.state))
         params = type(self.params)(
             *(cuda.to_device(value) if isinstance(value, np.ndarray) else value for value in self.params)
