@@ -77,6 +77,13 @@ def resources(ptx: str, max_registers: int | None) -> str:
         if max_registers is not None:
             command.insert(2, f"-maxrregcount={max_registers}")
         done = subprocess.run(command, capture_output=True, text=True)
+        older = re.search(r"Unsupported \.version [\d.]+; current version is '([\d.]+)'", done.stderr)
+        if older:
+            # NVVM wrote a newer PTX version than this ptxas reads; the kernels use nothing newer.
+            Path(source).write_text(
+                re.sub(r"^\.version [\d.]+", f".version {older.group(1)}", ptx, flags=re.M)
+            )
+            done = subprocess.run(command, capture_output=True, text=True)
     text = done.stderr + done.stdout
     # ptxas reports each function it assembles; the kernel's report follows "Compiling entry function".
     entry = text.find("Compiling entry function")
