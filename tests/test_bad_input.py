@@ -75,3 +75,4 @@ def test_bad_input_gets_one_clear_line(row_id, command, answer, tmp_path, finish
     assert code == 2, (row_id, error)
     assert answer in error, (row_id, error)
     assert "Traceback" not in error
+    assert "usage:" not in error, (row_id, error)  # argparse's usage block: --help shows it

@@ -61,6 +61,16 @@ def test_train_writes_config_progress_checkpoint_and_summary(tmp_path, capsys):
     assert evaluation["episodes"] == 5 and 1 <= evaluation["mean_return"] <= 500
 
 
+def test_train_says_how_it_rounds_the_steps_and_what_it_compiles_without_a_progress_bar(tmp_path, capsys):
+    argv = ["train", "CartPole-v1", "--device", "cpu", "--num-envs", "8", "--total-steps", "300"]
+    argv += ["--run-dir", str(tmp_path / "run"), "--no-progress", "--eval-episodes", "0"]
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    assert "for 512 steps (300 rounded up to whole rollouts of 512)" in printed.err
+    assert "taking the first iteration ..." in printed.err and "first iteration done after" in printed.err
+    assert "it/s" not in printed.err  # no progress bar
+
+
 def test_train_resume_continues_the_run(tmp_path):
     run_dir = tmp_path / "run"
     common = ["--no-progress", "--eval-episodes", "0"]

@@ -149,8 +149,9 @@ def _train_and_report(args: argparse.Namespace, trainer: Any, run_dir: Path) -> 
     steps = f"{config.total_timesteps:,} steps"
     if config.total_timesteps % config.batch_size:
         rounded = config.num_iterations * config.batch_size
+        direction = "up" if rounded > config.total_timesteps else "down"
         steps = (
-            f"{rounded:,} steps ({config.total_timesteps:,} rounded down to whole rollouts of "
+            f"{rounded:,} steps ({config.total_timesteps:,} rounded {direction} to whole rollouts of "
             f"{config.batch_size:,})"
         )
     trainer.check_run_folder()  # a refusal before the training line: one line, not two
@@ -160,7 +161,7 @@ def _train_and_report(args: argparse.Namespace, trainer: Any, run_dir: Path) -> 
         f"{config.num_envs} environments for {steps}; run folder {run_dir}",
         file=sys.stderr,
     )
-    result = trainer.train(progress_bar=not args.no_progress)
+    result = trainer.train(progress_bar=not args.no_progress, announce=True)
     finished_at = process_age()
     summary = {
         "env_id": config.env_id,
@@ -565,7 +566,8 @@ class _Parser(argparse.ArgumentParser):
                 if close:
                     message += f" (did you mean {close[0]}?)"
                     break
-        super().error(message)
+        # One line, without argparse's usage block (dozens of lines for `train`); --help shows it.
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
 
     def _all_option_strings(self) -> list[str]:
         """The options of this parser and of its subcommands."""
@@ -619,7 +621,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--compile", action="store_true", help="torch.compile the update's loss (TrainConfig.compile)"
     )
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (what a first run compiles is still said)"
+    )
     train.add_argument(
         "--scenario",
         help="a named scenario of the environment (the catalysis ones: surface, gas1, diffusion2d, ...); "

@@ -464,9 +464,12 @@ class OnPolicyTrainer:
         self,
         on_iteration: Callable[[dict[str, float]], None] | None = None,
         progress_bar: bool = False,
+        announce: bool | None = None,
     ) -> TrainResult:
         """Train until ``total_timesteps`` (environment steps, not agent steps); calls
-        ``on_iteration(metrics)`` after each iteration.
+        ``on_iteration(metrics)`` after each iteration. ``progress_bar``: a tqdm bar on stderr;
+        ``announce``: say on stderr what the first iteration compiles and when it is done (default:
+        with the progress bar).
 
         With a run_dir: a fresh run refuses a folder that holds a run (RunFolderError), and the
         folder is locked while the run trains; ``config.yaml``, ``progress.csv`` (on a resume, rows
@@ -486,7 +489,9 @@ class OnPolicyTrainer:
             if self.writes:
                 guard = RunLock(self.run_dir)
         with guard, StopSignals() as stop:
-            return self._train_loop(on_iteration, progress_bar, stop)
+            return self._train_loop(
+                on_iteration, progress_bar, progress_bar if announce is None else announce, stop
+            )
 
     def check_run_folder(self) -> None:
         """Raise RunFolderError where :meth:`train` would refuse the run folder: a file, or, for a
@@ -506,6 +511,7 @@ class OnPolicyTrainer:
         self,
         on_iteration: Callable[[dict[str, float]], None] | None,
         progress_bar: bool,
+        announce: bool,
         stop: StopSignals,
     ) -> TrainResult:
         from warpsci.config import save_yaml
@@ -525,9 +531,11 @@ class OnPolicyTrainer:
                 self.run_dir, resume_at_step=self.global_step if self.iteration > 0 else None, tracker=tracker
             )
         bar = None
+        first_announced = False
         progress_bar = progress_bar and self.processes.is_main
+        announce = announce and self.processes.is_main
         compiled_before = kernel_cache.cache_counts()["compiled"]
-        if progress_bar:
+        if announce:
             print("taking the first iteration ...", file=sys.stderr, flush=True)
             # A cold first run says what it compiles (kernels the disk cache does not hold yet).
             kernel_cache.announce_compiles(
@@ -630,9 +638,8 @@ class OnPolicyTrainer:
                     log.write(metrics)
                 if on_iteration is not None:
                     on_iteration(metrics)
-                if progress_bar and bar is None:
-                    from tqdm import tqdm
-
+                if announce and not first_announced:
+                    first_announced = True
                     kernel_cache.announce_compiles(None)
                     compiled = kernel_cache.cache_counts()["compiled"] - compiled_before
                     cached = (
@@ -644,7 +651,11 @@ class OnPolicyTrainer:
                     print(
                         f"first iteration done after {time.perf_counter() - start_time:.1f} s{cached}",
                         file=sys.stderr,
+                        flush=True,
                     )
+                if progress_bar and bar is None:
+                    from tqdm import tqdm
+
                     # Started after the compilation, and with the mean rate since: an honest ETA.
                     total = config.num_iterations * config.batch_size
                     bar = tqdm(
@@ -679,7 +690,7 @@ class OnPolicyTrainer:
                     solved_at = self.global_step
                     break
         finally:
-            if progress_bar:
+            if announce:
                 kernel_cache.announce_compiles(None)
             if self.writes and not self._non_finite:
                 self.save()
