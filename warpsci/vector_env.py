@@ -226,11 +226,9 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         for prefix, groups in (("state.", state_groups), ("buffers.", buffer_groups)):
             for group in groups:
                 names = [prefix + name for name in group]
-                shape, _ = layout[names[0]]
+                shape, dtype = layout[names[0]]
                 whole = torch.zeros(
-                    (len(names), *shape),
-                    dtype=_SAME_SIZE_INTEGER[layout[names[0]][1].itemsize],
-                    device=self.device,
+                    (len(names), *shape), dtype=_SAME_SIZE_INTEGER[dtype.itemsize], device=self.device
                 )
                 placed |= {name: whole[index].view(layout[name][1]) for index, name in enumerate(names)}
 
