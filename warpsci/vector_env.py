@@ -408,9 +408,8 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
                 torch.zeros(self.num_envs, self.num_agents, dtype=torch.float64, device=self.device),
             )
             self._random_rollout_arrays = (tensors, [numba_view(tensor) for tensor in tensors])
+        # The kernels clear the tallies themselves (no memsets between a graph's kernels).
         (_, _, episodes, return_sum), views = self._random_rollout_arrays
-        episodes.zero_()
-        return_sum.zero_()
         arguments = (
             self._state_view,
             self._params_tuple,

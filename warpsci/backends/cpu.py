@@ -255,6 +255,7 @@ def _compile(definition: EnvironmentDefinition, one_agent: bool, reference_count
     stages = make_kernel_stages(_inlined(definition), _INLINE)
     reset_passes = _passes(stages.reset, one_agent)
     step_passes = _passes(stages.step, one_agent)
+    random_begin_passes = _passes(stages.random_begin, one_agent)
     random_step_passes = _passes(stages.random_step, one_agent)
     observe_passes = _passes(stages.observe, one_agent)
 
@@ -268,6 +269,7 @@ def _compile(definition: EnvironmentDefinition, one_agent: bool, reference_count
 
     @chunk_jit
     def random_steps_range(state, params, buffers, run, start, stop, num_agents, keys, num_steps):
+        random_begin_passes(state, params, buffers, run, start, stop, num_agents, keys)
         for _ in range(num_steps):
             random_step_passes(state, params, buffers, run, start, stop, num_agents, keys)
         observe_passes(state, params, buffers, run, start, stop, num_agents, keys)

@@ -321,6 +321,7 @@ class CudaKernels:
         agent) accumulate the episodes that end."""
         run = (np.int64(seed), np.int64(max_episode_steps), action_bounds, tallies)
         if self.multi_block:
+            self._launch_stages(self._staged.random_begin, state, params, buffers, run, stream)
             for _ in range(num_steps):
                 self._launch_stages(self._staged.random_step, state, params, buffers, run, stream)
             self._launch_stages(self._staged.observe, state, params, buffers, run, stream)
@@ -427,6 +428,7 @@ def _compile_fused(
     before_observing = _block_barrier if in_kernel else _no_barrier
     reset_sequence = sequence(stages.reset, _device_function, barrier)
     step_sequence = sequence(stages.step, _device_function, barrier)
+    random_begin_sequence = sequence(stages.random_begin, _device_function, barrier)
     random_step_sequence = sequence(stages.random_step, _device_function, barrier)
     observe_sequence = sequence(stages.observe, _device_function, barrier)
     if staged_width is None:
@@ -496,6 +498,9 @@ def _compile_fused(
         # The first agent's key bases are computed once per launch; hashing is costly on the GPU.
         keys = _keys(run[0], env, first)
         staged_state, staged_buffers = stage(state, buffers, env, first, num_envs, num_agents, live)
+        random_begin_sequence(
+            staged_state, params, staged_buffers, run, env, live, first, stride, num_agents, keys
+        )
         for _ in range(num_steps):
             random_step_sequence(
                 staged_state, params, staged_buffers, run, env, live, first, stride, num_agents, keys
@@ -561,10 +566,11 @@ def _compile_staged(definition: EnvironmentDefinition):
             (stage.per_agent, _stage_kernel(stage.function, stage.per_agent)) for stage in stage_list
         )
 
-    # The same four lists, each stage now a ``(per_agent, kernel)`` pair.
+    # The same five lists, each stage now a ``(per_agent, kernel)`` pair.
     return KernelStages(
         reset=kernels(stages.reset),
         step=kernels(stages.step),
+        random_begin=kernels(stages.random_begin),
         random_step=kernels(stages.random_step),
         observe=kernels(stages.observe),
     )

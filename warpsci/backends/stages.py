@@ -13,7 +13,8 @@ step:   begin (rewards cleared, unless the first stage is an agent stage, which 
         (clock; where the episode ended, the environment's reset), reset the agents of finished
         environments, observe
 random step (``WarpVectorEnv.random_rollout``): a uniform random action, then the step without its
-        observation (and with episode tallies); the rollout observes once after its last step.
+        observation (and with episode tallies); the rollout clears the tallies once before its first
+        step (``random_begin``) and observes once after its last step.
 An environment with a block observation (``EnvironmentDefinition.block_observation``) is observed
 on CUDA by its whole block together at the end of the kernel: its lists' observe stage writes the
 masks only.
@@ -71,6 +72,7 @@ class KernelStages:
 
     reset: tuple[Stage, ...]
     step: tuple[Stage, ...]
+    random_begin: tuple[Stage, ...]
     random_step: tuple[Stage, ...]
     observe: tuple[Stage, ...]
 
@@ -250,6 +252,17 @@ def make_kernel_stages(
         draw_action(buffers.actions, key, env, agent, bounds[0], bounds[1])
 
     @jit
+    def clear_tallies(state, params, buffers, run, env, agent, keys):
+        """Zero the rollout's tallies before its first step: each agent its return sum, agent 0 the
+        environment's episode count (the thread that adds to them in ``tally_episode``). Cleared
+        in the kernel rather than by the caller: in a CUDA graph two memsets a rollout step cost
+        5% of Tag continuous's step at 2,000 x 110 (BENCHMARKS.md, twenty-second session)."""
+        tallies = run[3]
+        tallies[1][env, agent] = 0.0
+        if agent == 0:
+            tallies[0][env] = 0
+
+    @jit
     def tally_episode(state, params, buffers, run, env, agent, keys):
         """Count an episode that just ended and add its return (agent 0 counts); ``run[3]`` is
         ``(episode count per environment, return sum per agent)``."""
@@ -281,6 +294,7 @@ def make_kernel_stages(
     return KernelStages(
         reset=fresh + observe_stages,
         step=step_body + reset_agents + observe_stages,
+        random_begin=(Stage(clear_tallies, per_agent=True, sync=False, bookkeeping=True),),
         random_step=(
             Stage(random_action, per_agent=True),
             *step_body,
