@@ -154,6 +154,7 @@ SIMULATOR_SCRIPT = textwrap.dedent(
         (action_toys.PICK_PAIR, 3, 2),  # MultiDiscrete actions
         (multi_agent_toy.TOY, 3, 4),  # three agents, two phases: barriers in the loop
         (multi_agent_toy.TOY, 3, 2),  # three agents in two blocks: a launch per stage
+        (multi_agent_toy.TOY, 3, 8),  # two environments a block, the second block half empty
     ]
     for definition, num_envs, threads in cases:
         # Episodes of at most 6 steps, so that autoresets happen within the 15 steps.

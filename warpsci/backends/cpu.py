@@ -92,7 +92,8 @@ class CpuKernels:
         tallies: tuple[Any, Any],
     ) -> None:
         """``num_steps`` steps with uniform random actions drawn in the loop; ``tallies`` (episode
-        count per environment, return sum per agent) accumulate the episodes that end."""
+        count per environment, return sum per agent) are zeroed at the start of the call, then
+        count the episodes that end during it."""
         self._call(
             "_random_steps_all",
             state,

@@ -318,7 +318,7 @@ class CudaKernels:
     ) -> None:
         """``num_steps`` steps with uniform random actions drawn in the kernel (one launch when an
         environment fits a block); ``tallies`` (episode count per environment, return sum per
-        agent) accumulate the episodes that end."""
+        agent) are zeroed at the start of the call, then count the episodes that end during it."""
         run = (np.int64(seed), np.int64(max_episode_steps), action_bounds, tallies)
         if self.multi_block:
             self._launch_stages(self._staged.random_begin, state, params, buffers, run, stream)

@@ -136,7 +136,7 @@ def _then(previous: Callable, stage: Stage, device_function: Callable, barrier: 
 def make_kernel_stages(
     definition: EnvironmentDefinition, jit: Callable = njit, observe_agents: bool = True
 ) -> KernelStages:
-    """The reset, step, random-step and observe stage lists of one environment; ``jit`` compiles
+    """The reset, step, random-begin, random-step and observe stage lists of one environment; ``jit`` compiles
     the framework's stage functions (the CPU backend asks for ``njit(inline="always")``). Without
     ``observe_agents`` the lists end with the action masks only (or nothing): the CUDA backend
     then observes by the block observation after them (``EnvironmentDefinition.block_observation``)."""

@@ -83,8 +83,10 @@ class HostKernelRunner:
         num_envs, num_agents = self.buffers.rewards.shape
         actions = self.buffers.actions
         low, high = agent_action_bounds(self.groups, num_agents, 1 if actions.ndim == 2 else actions.shape[2])
-        # Tallies filled with stale values: the kernels must clear them before the first step.
-        extras = [low, high, np.full(num_envs, 7, np.int64), np.full((num_envs, num_agents), np.nan)]
+        # Tallies filled with stale values, other ones on each backend: the kernels must clear
+        # them before the first step.
+        stale = 7 if self.backend == "cpu" else 11
+        extras = [low, high, np.full(num_envs, stale, np.int64), np.full((num_envs, num_agents), np.nan)]
 
         def launch(state, params, buffers, low, high, episodes, return_sum):
             self._kernels.random_steps(
