@@ -68,7 +68,19 @@ def test_train_says_how_it_rounds_the_steps_and_what_it_compiles_without_a_progr
     printed = capsys.readouterr()
     assert "for 512 steps (300 rounded up to whole rollouts of 512)" in printed.err
     assert "taking the first iteration ..." in printed.err and "first iteration done after" in printed.err
-    assert "it/s" not in printed.err  # no progress bar
+    assert "it/s" not in printed.err and "steps/s" not in printed.err  # no progress, bar or lines
+
+
+def test_train_progress_is_whole_lines_where_stderr_is_not_a_terminal(tmp_path, capsys):
+    argv = ["train", "CartPole-v1", "--device", "cpu", "--num-envs", "8", "--total-steps", "1024"]
+    argv += ["--run-dir", str(tmp_path / "run"), "--eval-episodes", "0"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err  # a tqdm bar would rewrite its line with carriage returns
+    lines = [line for line in err.splitlines() if "steps/s" in line]
+    # The first after the first iteration (the compilation), then the last at the end.
+    assert lines[0].startswith("512/1,024 steps (50%)") and lines[-1].startswith("1,024/1,024 steps (100%)")
+    assert all(", SPS " in line and ", ret " in line for line in lines)
 
 
 def test_train_resume_continues_the_run(tmp_path):

@@ -37,6 +37,7 @@ from warpsci.graphs import GraphReplay
 from warpsci.learner import PolicyLearner, set_learning_rate
 from warpsci.networks import ActorCritic
 from warpsci.optimizers import Optimizer
+from warpsci.progress import Progress
 from warpsci.registry import make
 from warpsci.rollout import RolloutBuffer, keep_successful_rows
 from warpsci.run_safety import NonFiniteError, RunFolderError, RunLock, StopSignals, holds_run
@@ -467,7 +468,8 @@ class OnPolicyTrainer:
         announce: bool | None = None,
     ) -> TrainResult:
         """Train until ``total_timesteps`` (environment steps, not agent steps); calls
-        ``on_iteration(metrics)`` after each iteration. ``progress_bar``: a tqdm bar on stderr;
+        ``on_iteration(metrics)`` after each iteration. ``progress_bar``: a tqdm bar on stderr
+        (plain lines every 30 s where stderr is not a terminal, :mod:`warpsci.progress`);
         ``announce``: say on stderr what the first iteration compiles and when it is done (default:
         with the progress bar).
 
@@ -654,15 +656,10 @@ class OnPolicyTrainer:
                         flush=True,
                     )
                 if progress_bar and bar is None:
-                    from tqdm import tqdm
-
                     # Started after the compilation, and with the mean rate since: an honest ETA.
                     total = config.num_iterations * config.batch_size
-                    bar = tqdm(
-                        total=total, initial=self.global_step - config.batch_size, unit="step", smoothing=0
-                    )
+                    bar = Progress(total, initial=self.global_step - config.batch_size)
                 if bar is not None:
-                    bar.update(config.batch_size)
                     shown = {"SPS": f"{metrics['charts/SPS']:,.0f}"}
                     if one_group:
                         shown["ret"] = f"{mean_return:.1f}"
@@ -670,7 +667,7 @@ class OnPolicyTrainer:
                         shown.update(
                             {group: f"{metrics[f'charts/return_last100/{group}']:.2f}" for group in groups}
                         )
-                    bar.set_postfix(shown)
+                    bar.update(config.batch_size, shown)
                 every, every_s = config.checkpoint_every, config.checkpoint_every_s
                 due = (every > 0 and self.iteration % every == 0) or (
                     every_s > 0 and time.monotonic() - self._last_checkpoint_time >= every_s
