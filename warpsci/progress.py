@@ -9,6 +9,7 @@ own figures (``shown``).
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import TextIO
@@ -81,7 +82,7 @@ class Progress:
 
 def _duration(seconds: float) -> str:
     """``1:02:03`` or ``2:03`` (minutes:seconds); ``?`` when unknown."""
-    if seconds != seconds or seconds == float("inf"):
+    if not math.isfinite(seconds):
         return "?"
     whole = int(round(seconds))
     hours, rest = divmod(whole, 3600)

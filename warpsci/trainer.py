@@ -532,7 +532,7 @@ class OnPolicyTrainer:
             log = RunLog(
                 self.run_dir, resume_at_step=self.global_step if self.iteration > 0 else None, tracker=tracker
             )
-        bar = None
+        bar: Progress | None = None
         first_announced = False
         progress_bar = progress_bar and self.processes.is_main
         announce = announce and self.processes.is_main
