@@ -1,14 +1,14 @@
 """TagContinuous-v0's block observation on a GPU (needs a CUDA GPU; skipped without): a thread per
 observer (:mod:`warpsci.envs.tag_continuous_threads`, up to 10 others) or a warp per observer
-(:mod:`warpsci.envs.tag_continuous_warps`) writes, bit for bit, the observations and hints
-that the per-agent ``observe_agent`` writes, step after step of random play with tags, runners
-leaving and resets, after ``step`` and after ``random_rollout``, for the published game (scan and
-grid), small and crowded ones, k from 1 to 32, 128 agents, and wider games in the neighbour grid
-(300 to 2,048 agents), where the grid's threads (up to 10 others) or warps settle nearly every
-observer; agents on a lattice with hints of any kind; the kernels do call the block observation;
-steps replayed from a CUDA graph (the observation a launch of its own there) give what steps
-launched from Python give; full observations keep ``observe_agent``. These games are too large for
-Numba's CUDA simulator (``tests/test_tag_continuous_simulator.py`` runs small ones there, its warp
+(:mod:`warpsci.envs.tag_continuous_warps`) writes, bit for bit, the observations and hints that the
+per-agent ``observe_agent`` writes, step after step of random play with tags, runners leaving and
+resets, after ``step`` and after ``random_rollout``, for the published game (scan and grid; started
+off the square too), small and crowded ones, k from 1 to 32, 128 agents, and wider games in the
+neighbour grid (300 to 2,048 agents), where the grid's threads (up to 10 others) or warps settle
+nearly every observer; agents on a lattice with hints of any kind; the kernels do call the block
+observation; steps replayed from a CUDA graph (the observation a launch of its own there) give what
+steps launched from Python give; full observations keep ``observe_agent``. These games are too
+large for Numba's CUDA simulator (``tests/test_tag_continuous_simulator.py`` runs small ones there, its warp
 intrinsics emulated by :mod:`warpsci.simulated_warps`), so they need a GPU. Run on a GPU host:
 ``python -m pytest -q -m gpu tests/test_tag_continuous_gpu.py``.
 """
@@ -50,6 +50,12 @@ GAMES = {
     "published": PUBLISHED,
     "published, neighbour grid": {**PUBLISHED, "neighbour_search": "grid"},
     "published, tags often": {**PUBLISHED, "tagging_distance": 0.08, "episode_length": 40},
+    # Starts off the square (then clamped onto it): the first observation sees negative coordinates.
+    "published, started off the square": {
+        **PUBLISHED,
+        "starting_location_x": tuple(np.random.RandomState(1).uniform(-70.0, -10.0, 110)),
+        "starting_location_y": tuple(np.random.RandomState(2).uniform(-30.0, 30.0, 110)),
+    },
     "five agents, k = all others": {
         **PARTIAL, "num_taggers": 2, "num_runners": 3, "num_other_agents_observed": 4,
         "tagging_distance": 0.2, "episode_length": 30,

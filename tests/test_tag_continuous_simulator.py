@@ -170,3 +170,47 @@ def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simul
     assert [(int(line[1]), int(line[2])) for line in lines] == [(12, 4), (140, 4)]
     for line in lines:
         assert line[3:] == ["True", "True", "True", "True"], line
+
+
+def test_starts_off_the_square_give_what_the_cpu_gives_under_the_simulator():
+    """Explicit start positions may lie anywhere: off the square on the negative side, so far out
+    that squares of coordinates overflow, or within a few thousandths of a unit. With 50 agents (a
+    word and a half of the narrow path's marks), the block observation after the reset writes what
+    the CPU backend writes, bit for bit, observations and hints, and so after the step that brings
+    everyone onto the square."""
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        from warpsci import simulated_warps
+        simulated_warps.enable()
+        from warpsci.envs.tag_continuous import TagContinuousParams, TAG_CONTINUOUS
+        from warpsci.testing.kernel_runner import HostKernelRunner
+        rng = np.random.default_rng(11)
+        for offset, spread in ((-40.0, 30.0), (2.0**63, 2.0**62), (0.0, 2.0**-12)):
+            agents = 50
+            x = (offset + spread * rng.uniform(-1, 1, agents)).astype(np.float32)
+            y = (offset + spread * rng.uniform(-1, 1, agents)).astype(np.float32)
+            params = TagContinuousParams(num_taggers=3, num_runners=agents - 3, use_full_observation=False,
+                                         num_other_agents_observed=4, seed=5,
+                                         starting_location_x=tuple(map(float, x)),
+                                         starting_location_y=tuple(map(float, y)))
+            runners = [HostKernelRunner(TAG_CONTINUOUS, 1, name, params=params) for name in ("cpu", "cuda")]
+            same = []
+            for runner in runners:
+                runner.reset(3)
+            cpu, gpu = runners
+            same.append(np.array_equal(cpu.buffers.obs, gpu.buffers.obs))
+            same.append(np.array_equal(cpu.state.nearest_hint, gpu.state.nearest_hint))
+            for runner in runners:
+                runner.step(np.ones_like(runner.buffers.actions), 3)
+            same.append(np.array_equal(cpu.buffers.obs, gpu.buffers.obs))
+            same.append(np.array_equal(cpu.state.nearest_hint, gpu.state.nearest_hint))
+            print("offset", offset, gpu._kernels.observes_by_block, *same)
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=900)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("offset")]
+    assert len(lines) == 3
+    for line in lines:
+        assert line[2:] == ["True"] * 5, line
