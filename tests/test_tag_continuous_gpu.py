@@ -8,9 +8,9 @@ neighbour grid (300 to 2,048 agents), where the grid's threads (up to 10 others)
 nearly every observer; agents on a lattice with hints of any kind; the kernels do call the block
 observation; steps replayed from a CUDA graph (the observation a launch of its own there) give what
 steps launched from Python give; full observations keep ``observe_agent``. These games are too
-large for Numba's CUDA simulator (``tests/test_tag_continuous_simulator.py`` runs small ones there, its warp
-intrinsics emulated by :mod:`warpsci.simulated_warps`), so they need a GPU. Run on a GPU host:
-``python -m pytest -q -m gpu tests/test_tag_continuous_gpu.py``.
+large for Numba's CUDA simulator (``tests/test_tag_continuous_simulator.py`` runs small ones there,
+its warp intrinsics emulated by :mod:`warpsci.simulated_warps`), so they need a GPU. Run on a GPU
+host: ``python -m pytest -q -m gpu tests/test_tag_continuous_gpu.py``.
 """
 
 import dataclasses
