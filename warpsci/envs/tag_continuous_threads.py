@@ -97,7 +97,14 @@ _FEATURES = 7
 _TABLE = _FEATURES * _ROW
 # A missing slot (no agent) in the chosen ids: past every agent.
 _MISSING = THREADS
-_CHOSEN = THREAD_SLOTS * THREADS
+# The chosen ids, a row a slot and a column an observer. The rows are 3 (mod 32) words apart, so
+# that the 30 lanes of the rows' writer (groups of k = 10 lanes, a lane a slot of one observer;
+# :func:`_write_warp_rows`) and the warp's search (a lane a slot) read and write in distinct banks:
+# rows a multiple of 32 words apart put a group's 10 lanes in one bank, and that read was 14% of
+# the observation's shared-memory wavefronts (Nsight Compute on an H200, BENCHMARKS.md,
+# twenty-third session).
+_CHOSEN_ROW = THREADS + 3
+_CHOSEN = THREAD_SLOTS * _CHOSEN_ROW
 # The narrow path marks the agents in four words of bits (``_nearest_marked``).
 assert THREADS == 4 * 32
 # 16-byte aligned position rows, read four at a time (the simulator takes no alignment).
@@ -224,7 +231,7 @@ def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
             found = _U(found + _U(gaps[slot] < root))
     for slot in range(THREAD_SLOTS):
         if _U(slot) < found:
-            chosen[_U(_U(slot * THREADS) + tid)] = ids[slot]
+            chosen[_U(_U(slot * _CHOSEN_ROW) + tid)] = ids[slot]
     return found
 
 
@@ -260,7 +267,7 @@ def _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled, foun
         g3, i3 = _from_gap(lane, 3, observer, count, xs, ys, flags, ox, oy, nearest_gap)
         mine = select_nearest(lane, first, k, g0, i0, g1, i1, g2, i2, g3, i3)
         if first <= lane and lane < k:
-            chosen[_U(_U(lane * _U(THREADS)) + observer)] = _MISSING if mine == NO_AGENT else mine
+            chosen[_U(_U(lane * _U(_CHOSEN_ROW)) + observer)] = _MISSING if mine == NO_AGENT else mine
 
 
 @cuda.jit(device=True, inline=True)
@@ -329,7 +336,7 @@ def _write_warp_rows(
     while start < last:
         observer = _U(start + group)
         if group < groups and observer < last:
-            other = _U(chosen[_U(_U(slot * _U(THREADS)) + observer)])
+            other = _U(chosen[_U(_U(slot * _U(_CHOSEN_ROW)) + observer)])
             nobody = other == _U(_MISSING)
             me = (
                 seen[0][observer],
@@ -410,7 +417,7 @@ def observe_nearest_by_threads(
     else:
         slot = _U(0)
         while slot < k:
-            chosen[_U(_U(slot * _U(THREADS)) + tid)] = _MISSING
+            chosen[_U(_U(slot * _U(_CHOSEN_ROW)) + tid)] = _MISSING
             slot = _U(slot + _U(1))
     unsettled = _U(cuda.ballot_sync(_FULL, in_game and found < k))
     _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled, found, from_gap)
@@ -489,7 +496,7 @@ def _nearest_in_cells(
     if settled:
         for slot in range(THREAD_SLOTS):
             if _U(slot) < k:
-                chosen[_U(_U(slot * THREADS) + tid)] = entries[slot]
+                chosen[_U(_U(slot * _CHOSEN_ROW) + tid)] = entries[slot]
     return settled
 
 
@@ -498,7 +505,7 @@ def _fill_column(chosen, tid, k, entry):
     """``entry`` in rows ``0 .. k-1`` of column ``tid`` of ``chosen``."""
     slot = _U(0)
     while slot < k:
-        chosen[_U(_U(slot * _U(THREADS)) + tid)] = entry
+        chosen[_U(_U(slot * _U(_CHOSEN_ROW)) + tid)] = entry
         slot = _U(slot + _U(1))
 
 
@@ -523,7 +530,7 @@ def _write_grid_rows(
         local = _U(column + group)
         observer = _U(first_observer + local)
         if group < groups and local < end and observer < count:
-            entry = chosen[_U(_U(slot * _U(THREADS)) + local)]
+            entry = chosen[_U(_U(slot * _U(_CHOSEN_ROW)) + local)]
             if entry != _LEFT:
                 row = obs[observer]
                 in_game = sflag[observer] == 1
