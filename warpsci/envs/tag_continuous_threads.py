@@ -100,9 +100,9 @@ _MISSING = THREADS
 # The chosen ids, a row a slot and a column an observer. The rows are 3 (mod 32) words apart, so
 # that the 30 lanes of the rows' writer (groups of k = 10 lanes, a lane a slot of one observer;
 # :func:`_write_warp_rows`) and the warp's search (a lane a slot) read and write in distinct banks:
-# rows a multiple of 32 words apart put a group's 10 lanes in one bank, and that read was 14% of
-# the observation's shared-memory wavefronts (Nsight Compute on an H200, BENCHMARKS.md,
-# twenty-third session).
+# rows a multiple of 32 words apart put a group's 10 lanes in one bank, and that read took 16% of
+# the observation's shared-memory wavefronts, 342K of a launch's 1.0M in excess (Nsight Compute on
+# an H200, BENCHMARKS.md, twenty-third session).
 _CHOSEN_ROW = THREADS + 3
 _CHOSEN = THREAD_SLOTS * _CHOSEN_ROW
 # The narrow path marks the agents in four words of bits (``_nearest_marked``).
