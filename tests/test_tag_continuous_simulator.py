@@ -118,12 +118,16 @@ def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simul
     negative, repeated, the observer itself, NO_AGENT, SEARCH_AGAIN; the others near the observer,
     so that the simulator walks a few cells rather than the whole grid). After a step in which
     nobody moves, the block observations under the simulator write what the CPU backend's
-    ``observe_agent`` writes, bit for bit, observations and hints: 12 agents with k = 4 and 140
-    agents in the grid with k = 4, both a thread per observer (the GPU test also runs the warps)."""
+    ``observe_agent`` writes, bit for bit, observations and hints: 12 agents with k = 4, 120 agents
+    with k = 4 whose ids are shuffled over the lattice and hinted their nearest (so that an
+    observer's few marked agents lie in any of its four words of bits, often with empty words
+    between them) and 140 agents in the grid with k = 4, all a thread per observer (the GPU test
+    also runs the warps)."""
     base = {"num_taggers": 3, "num_runners": 9, "grid_length": 1.0, "use_full_observation": False,
             "num_other_agents_observed": 4, "episode_length": 10, "seed": 5}  # fmt: skip
+    shuffled = {**base, "num_taggers": 6, "num_runners": 114}
     wide = {**base, "num_taggers": 4, "num_runners": 136, "neighbour_search": "grid"}
-    games = (base, wide)
+    games = ((base, False), (shuffled, True), (wide, False))
     script = textwrap.dedent(
         f"""
         import numpy as np
@@ -132,7 +136,7 @@ def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simul
         from warpsci.envs.tag_continuous import TAG_CONTINUOUS, TagContinuousParams
         from warpsci.testing.kernel_runner import HostKernelRunner
         rng = np.random.default_rng(7)
-        for fields in {games!r}:
+        for fields, shuffle in {games!r}:
             params = TagContinuousParams(**fields)
             runners = [HostKernelRunner(TAG_CONTINUOUS, 1, name, params=params) for name in ("cpu", "cuda")]
             for runner in runners:
@@ -142,6 +146,9 @@ def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simul
             shift = int(rng.integers(0, 16))
             x = ((ids + shift) % 12).astype(np.float32) / np.float32(16)
             y = (((ids + shift) // 12) % 9).astype(np.float32) / np.float32(16)
+            if shuffle:
+                order = rng.permutation(agents)
+                x, y = x[order], y[order]
             # Hints near the observer in id order (a few lattice rows away; some negative or past
             # the agents at the ends), repeated, the observer itself, SEARCH_AGAIN, NO_AGENT.
             shape = runners[0].state.nearest_hint.shape
@@ -150,6 +157,13 @@ def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simul
             hints[:, ::2, 2] = ids[::2]
             hints[:, 1::4, 2] = 2**31 - 2
             hints[:, ::3, 3] = 2**31 - 1
+            if shuffle:
+                # The k nearest (squares exact) as the hints of four observers in five.
+                squares = (x[:, None] - x[None]) ** 2 + (y[:, None] - y[None]) ** 2
+                squares[ids, ids] = np.inf
+                nearest = np.argsort(squares, axis=1, kind="stable")[:, :4]
+                hinted = ids % 5 != 0
+                hints[:, hinted, :4] = nearest[hinted]
             for runner in runners:
                 runner.state.x[...] = x
                 runner.state.y[...] = y
@@ -167,7 +181,7 @@ def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simul
     completed = run_script(script, simulator=True, timeout=900)
     assert completed.returncode == 0, completed.stderr[-4000:]
     lines = [line.split() for line in completed.stdout.splitlines() if line.startswith("lattice")]
-    assert [(int(line[1]), int(line[2])) for line in lines] == [(12, 4), (140, 4)]
+    assert [(int(line[1]), int(line[2])) for line in lines] == [(12, 4), (120, 4), (140, 4)]
     for line in lines:
         assert line[3:] == ["True", "True", "True", "True"], line
 

@@ -16,7 +16,8 @@ each thread one observer:
   past rounding, :func:`~warpsci.envs.tag_continuous_warps.squares_kept`): four positions a load,
   no branch;
 - it walks the marked agents in id order (its four words as one list, so that a warp walks as
-  long as its longest lane's list) and keeps the :data:`THREAD_SLOTS` nearest in registers,
+  long as its longest lane's list; the empty words dropped first, so that the walk goes on to the
+  next word without a branch) and keeps the :data:`THREAD_SLOTS` nearest in registers,
   sorted by distance (an agent goes after those as near: ties to the lower id). When k of the
   marked lie within the limit, the k nearest are among them;
 - the observers left (no hint in the game, fewer than k within the limit) are searched by the
@@ -33,7 +34,8 @@ one list took 16.2M to 16.3M env steps/s (2026-11-27, tenth session). The warp's
 from the thread's found (about 2% of the observers a step are left, where a hinted runner was
 tagged) and the rows' slots with nobody by selects took 20.5M to 22.1M, the hints read at once
 22.6M (sixteenth session); the insertion with one comparison a slot 22.7M, the step's stages at 48
-registers 23.25M (seventeenth session).
+registers 23.25M (seventeenth session). On an H200, the chosen ids' rows in distinct banks took
+28.23M to 28.47M, the empty words dropped before the walk 28.81M to 29.04M (twenty-fourth session).
 
 Wider games searched in the neighbour grid (up to
 :data:`~warpsci.envs.tag_continuous_warps.MAX_GRID_AGENTS` agents) observing up to
@@ -163,6 +165,22 @@ def _marked_word(word, tid, count, px, py, ox, oy, beyond):
 
 
 @cuda.jit(device=True, inline=True)
+def _without_word(j, b0, b1, b2, b3, bases):
+    """The four words with word ``j`` (0, 1 or 2) dropped where it is empty: the words after it move
+    up one, an empty word comes in last; ``bases`` (a byte a word: its first agent's id) likewise."""
+    empty = (b2 if j == 2 else (b1 if j == 1 else b0)) == _U(0)
+    if j == 0:
+        b0 = b1 if empty else b0
+    if j <= 1:
+        b1 = b2 if empty else b1
+    b2 = b3 if empty else b2
+    b3 = _U(0) if empty else b3
+    low = _U(_U(1) << _U(8 * j)) - _U(1)
+    moved = _U(_U(bases & low) | _U(_U(bases >> _U(8)) & ~low))
+    return b0, b1, b2, b3, (moved if empty else bases)
+
+
+@cuda.jit(device=True, inline=True)
 def _insert(gaps, ids, gap, other):
     """``(gap, other)`` into the registers ``gaps`` and ``ids``, nearest first, after those as near
     (the agents come in id order); the farthest falls off.
@@ -207,19 +225,27 @@ def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
         gaps[slot] = _FAR
         ids[slot] = _MISSING
     # The (up to) four words marked first, then walked as one: a warp then walks as long as its
-    # longest lane's marked agents, not as the sum over the words of each word's longest.
+    # longest lane's marked agents, not as the sum over the words of each word's longest. The
+    # empty words are dropped first (their first ids a byte each in ``bases``), so that the walk
+    # goes on to the next word in one step, without a branch.
     b0 = _marked_word(_U(0), tid, count, px, py, ox, oy, beyond)
     b1 = _marked_word(_U(1), tid, count, px, py, ox, oy, beyond)
     b2 = _marked_word(_U(2), tid, count, px, py, ox, oy, beyond)
     b3 = _marked_word(_U(3), tid, count, px, py, ox, oy, beyond)
+    bases = _U(0x60402000)
+    b0, b1, b2, b3, bases = _without_word(2, b0, b1, b2, b3, bases)
+    b0, b1, b2, b3, bases = _without_word(1, b0, b1, b2, b3, bases)
+    b0, b1, b2, b3, bases = _without_word(0, b0, b1, b2, b3, bases)
     within = _U(0)
-    base = _U(0)
-    while _U(b0 | b1 | b2 | b3) != _U(0):
-        while b0 == _U(0):
-            b0, b1, b2, b3 = b1, b2, b3, _U(0)
-            base = _U(base + _U(32))
-        other = _U(base + _U(cuda.ffs(b0) - 1))
+    while b0 != _U(0):
+        other = _U(_U(bases & _U(0xFF)) + _U(cuda.ffs(b0) - 1))
         b0 = _U(b0 & _U(b0 - _U(1)))
+        done = b0 == _U(0)
+        b0 = b1 if done else b0
+        b1 = b2 if done else b1
+        b2 = b3 if done else b2
+        b3 = _U(0) if done else b3
+        bases = _U(bases >> _U(8)) if done else bases
         square = squared_gap(ox, oy, px[other], py[other])
         within = _U(within + _U(square <= limit_square))
         _insert(gaps, ids, float32(math.sqrt(square)), int32(other))
