@@ -119,7 +119,7 @@ def test_lattice_positions_and_any_hints_give_what_the_cpu_gives_under_the_simul
     so that the simulator walks a few cells rather than the whole grid). After a step in which
     nobody moves, the block observations under the simulator write what the CPU backend's
     ``observe_agent`` writes, bit for bit, observations and hints: 12 agents with k = 4, 120 agents
-    with k = 4 whose ids are shuffled over the lattice and hinted their nearest (so that an
+    with k = 4 whose ids are shuffled over the lattice, four in five hinted their nearest (so that an
     observer's few marked agents lie in any of its four words of bits, often with empty words
     between them) and 140 agents in the grid with k = 4, all a thread per observer (the GPU test
     also runs the warps)."""

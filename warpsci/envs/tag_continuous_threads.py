@@ -167,7 +167,8 @@ def _marked_word(word, tid, count, px, py, ox, oy, beyond):
 @cuda.jit(device=True, inline=True)
 def _without_word(j, b0, b1, b2, b3, bases):
     """The four words with word ``j`` (0, 1 or 2) dropped where it is empty: the words after it move
-    up one, an empty word comes in last; ``bases`` (a byte a word: its first agent's id) likewise."""
+    up one, an empty word comes in last; ``bases`` (a byte a word: its first agent's id) likewise,
+    a zero byte coming in last."""
     empty = (b2 if j == 2 else (b1 if j == 1 else b0)) == _U(0)
     if j == 0:
         b0 = b1 if empty else b0
@@ -226,8 +227,8 @@ def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
         ids[slot] = _MISSING
     # The (up to) four words marked first, then walked as one: a warp then walks as long as its
     # longest lane's marked agents, not as the sum over the words of each word's longest. The
-    # empty words are dropped first (their first ids a byte each in ``bases``), so that the walk
-    # goes on to the next word in one step, without a branch.
+    # empty words are dropped first (the kept words' first ids a byte each in ``bases``), so that
+    # the walk goes on to the next word in one step, without a branch.
     b0 = _marked_word(_U(0), tid, count, px, py, ox, oy, beyond)
     b1 = _marked_word(_U(1), tid, count, px, py, ox, oy, beyond)
     b2 = _marked_word(_U(2), tid, count, px, py, ox, oy, beyond)
