@@ -228,3 +228,98 @@ def test_starts_off_the_square_give_what_the_cpu_gives_under_the_simulator():
     assert len(lines) == 3
     for line in lines:
         assert line[2:] == ["True"] * 5, line
+
+
+def test_squares_with_one_root_are_ordered_by_id_under_the_simulator():
+    """The observation orders an observer's nearest by distance (the float32 root), then id. Two
+    different squares can have one root: then the lower id goes first, even where its square is the
+    larger (a thread that sorts by squares must not keep their order). Here observer 0 sees such a pair
+    within its k = 4 nearest, or across its 4th and 5th (the lower id, with the larger square, is
+    the 4th), or none, or across its 10th and 11th with k = 10 (the thread keeps 10: the 11th by
+    square falls off its list); each pair's larger square has the lower id. The block observation
+    under the simulator writes what the CPU backend writes, bit for bit, observations and hints,
+    after a step in which nobody moves, and observer 0's nearest are ids 1 to k in order."""
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        from warpsci import simulated_warps
+        simulated_warps.enable()
+        from warpsci.envs.tag_continuous import TAG_CONTINUOUS, TagContinuousParams
+        from warpsci.testing.kernel_runner import HostKernelRunner
+        rng = np.random.default_rng(13)
+        ox, oy = np.float32(0.5), np.float32(0.5)
+
+        def squares(x, y):
+            dx, dy = ox - x, oy - y
+            return dx * dx + dy * dy
+
+        def one_root_pair(radius):
+            # Two points about `radius` from the observer whose squares differ and roots agree.
+            while True:
+                angles = rng.uniform(0.0, 2.0 * np.pi, 20000)
+                x = (ox + radius * np.cos(angles)).astype(np.float32)
+                y = (oy + radius * np.sin(angles)).astype(np.float32)
+                s = squares(x, y)
+                order = np.argsort(s, kind="stable")
+                s, roots = s[order], np.sqrt(s[order])
+                hits = np.flatnonzero((s[:-1] < s[1:]) & (roots[:-1] == roots[1:]))
+                if hits.size:
+                    i = order[hits[0]]
+                    j = order[hits[0] + 1]
+                    return (x[i], y[i]), (x[j], y[j])  # the smaller square first
+
+        def at(radius):
+            angle = rng.uniform(0.0, 2.0 * np.pi)
+            return np.float32(ox + radius * np.cos(angle)), np.float32(oy + radius * np.sin(angle))
+
+        for layout, k in (("within", 4), ("straddling", 4), ("none", 4), ("falling", 10)):
+            params = TagContinuousParams(num_taggers=3, num_runners=9, grid_length=1.0, seed=5,
+                                         episode_length=10, use_full_observation=False,
+                                         num_other_agents_observed=k)
+            points = [(ox, oy), at(0.05)]
+            if layout == "falling":
+                smaller, larger = one_root_pair(0.15)
+                points += [at(r) for r in np.linspace(0.06, 0.13, 8)] + [larger, smaller]
+            elif layout == "within":
+                smaller, larger = one_root_pair(0.1)
+                points += [larger, smaller, at(0.15), at(0.16)]
+            elif layout == "straddling":
+                smaller, larger = one_root_pair(0.15)
+                points += [at(0.1), at(0.11), larger, smaller]
+            else:
+                points += [at(0.1), at(0.11), at(0.15), at(0.16)]
+            points += [at(r) for r in np.linspace(0.3, 0.45, 12 - len(points))]
+            x = np.array([p[0] for p in points], np.float32)
+            y = np.array([p[1] for p in points], np.float32)
+            runners = [HostKernelRunner(TAG_CONTINUOUS, 1, name, params=params) for name in ("cpu", "cuda")]
+            for runner in runners:
+                runner.reset(3)
+                runner.state.x[...] = x
+                runner.state.y[...] = y
+                runner.state.v[...] = 0
+                runner.state.accel[...] = 0
+            # Hints: each observer's k nearest by root, then id (the walk's limit takes in the pair).
+            dx, dy = x[:, None] - x[None], y[:, None] - y[None]
+            roots = np.sqrt(dx * dx + dy * dy)
+            np.fill_diagonal(roots, np.inf)
+            ids = np.broadcast_to(np.arange(12), (12, 12))
+            nearest = np.lexsort((ids, roots), axis=1)[:, :k]
+            for runner in runners:
+                runner.state.nearest_hint[0, :, :k] = nearest
+                runner.step(np.zeros_like(runner.buffers.actions), 3)
+            cpu, gpu = runners
+            first = map(int, cpu.state.nearest_hint[0, 0, :k])
+            print("layout", layout, gpu._kernels.observes_by_block, *first,
+                  np.array_equal(cpu.buffers.obs, gpu.buffers.obs),
+                  np.array_equal(cpu.state.nearest_hint, gpu.state.nearest_hint))
+        """
+    )
+    completed = run_script(script, simulator=True, timeout=900)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    lines = {line.split()[1]: line for line in completed.stdout.splitlines() if line.startswith("layout")}
+    assert set(lines) == {"within", "straddling", "none", "falling"}, completed.stdout
+    for layout, line in lines.items():
+        words = line.split()
+        k = 10 if layout == "falling" else 4
+        assert words[2] == "True" and words[-2:] == ["True", "True"], line
+        assert words[3:-2] == [str(agent) for agent in range(1, k + 1)], line
