@@ -236,9 +236,12 @@ def test_squares_with_one_root_are_ordered_by_id_under_the_simulator():
     larger (a thread that sorts by squares must not keep their order). Here observer 0 sees such a pair
     within its k = 4 nearest, or across its 4th and 5th (the lower id, with the larger square, is
     the 4th), or none, or across its 10th and 11th with k = 10 (the thread keeps 10: the 11th by
-    square falls off its list); each pair's larger square has the lower id. The block observation
-    under the simulator writes what the CPU backend writes, bit for bit, observations and hints,
-    after a step in which nobody moves, and observer 0's nearest are ids 1 to k in order."""
+    square falls off its list), or, with k = 10, a 10th whose square is one unit above that of the
+    11th and 12th (equal squares: the 10th by square and the agent that falls off share a square,
+    and the one with the lowest id and the larger square falls off after them); each pair's larger
+    square has the lower id. The block observation under the simulator writes what the CPU backend
+    writes, bit for bit, observations and hints, after a step in which nobody moves, and observer
+    0's nearest are ids 1 to k in order."""
     script = textwrap.dedent(
         """
         import numpy as np
@@ -272,12 +275,21 @@ def test_squares_with_one_root_are_ordered_by_id_under_the_simulator():
             angle = rng.uniform(0.0, 2.0 * np.pi)
             return np.float32(ox + radius * np.cos(angle)), np.float32(oy + radius * np.sin(angle))
 
-        for layout, k in (("within", 4), ("straddling", 4), ("none", 4), ("falling", 10)):
-            params = TagContinuousParams(num_taggers=3, num_runners=9, grid_length=1.0, seed=5,
+        layouts = (("within", 4, 12), ("straddling", 4, 12), ("none", 4, 12), ("falling", 10, 12),
+                   ("run", 10, 13))
+        for layout, k, agents in layouts:
+            params = TagContinuousParams(num_taggers=3, num_runners=agents - 3, grid_length=1.0, seed=5,
                                          episode_length=10, use_full_observation=False,
                                          num_other_agents_observed=k)
             points = [(ox, oy), at(0.05)]
-            if layout == "falling":
+            if layout == "run":
+                # Squares (0.5, 0.5) to them: 0.02250000834465027 for id 10, one unit less for 11 and
+                # 12; all three roots 0.15000002086162567.
+                points += [at(r) for r in np.linspace(0.06, 0.13, 8)]
+                points += [(np.float32(0.644557535648346), np.float32(0.5400390625)),
+                           (np.float32(0.5990536212921143), np.float32(0.38735726475715637)),
+                           (np.float32(0.6499795317649841), np.float32(0.5024793148040771))]
+            elif layout == "falling":
                 smaller, larger = one_root_pair(0.15)
                 points += [at(r) for r in np.linspace(0.06, 0.13, 8)] + [larger, smaller]
             elif layout == "within":
@@ -288,7 +300,7 @@ def test_squares_with_one_root_are_ordered_by_id_under_the_simulator():
                 points += [at(0.1), at(0.11), larger, smaller]
             else:
                 points += [at(0.1), at(0.11), at(0.15), at(0.16)]
-            points += [at(r) for r in np.linspace(0.3, 0.45, 12 - len(points))]
+            points += [at(r) for r in np.linspace(0.3, 0.45, agents - len(points))]
             x = np.array([p[0] for p in points], np.float32)
             y = np.array([p[1] for p in points], np.float32)
             runners = [HostKernelRunner(TAG_CONTINUOUS, 1, name, params=params) for name in ("cpu", "cuda")]
@@ -302,7 +314,7 @@ def test_squares_with_one_root_are_ordered_by_id_under_the_simulator():
             dx, dy = x[:, None] - x[None], y[:, None] - y[None]
             roots = np.sqrt(dx * dx + dy * dy)
             np.fill_diagonal(roots, np.inf)
-            ids = np.broadcast_to(np.arange(12), (12, 12))
+            ids = np.broadcast_to(np.arange(agents), (agents, agents))
             nearest = np.lexsort((ids, roots), axis=1)[:, :k]
             for runner in runners:
                 runner.state.nearest_hint[0, :, :k] = nearest
@@ -317,9 +329,9 @@ def test_squares_with_one_root_are_ordered_by_id_under_the_simulator():
     completed = run_script(script, simulator=True, timeout=900)
     assert completed.returncode == 0, completed.stderr[-4000:]
     lines = {line.split()[1]: line for line in completed.stdout.splitlines() if line.startswith("layout")}
-    assert set(lines) == {"within", "straddling", "none", "falling"}, completed.stdout
+    assert set(lines) == {"within", "straddling", "none", "falling", "run"}, completed.stdout
     for layout, line in lines.items():
         words = line.split()
-        k = 10 if layout == "falling" else 4
+        k = 10 if layout in ("falling", "run") else 4
         assert words[2] == "True" and words[-2:] == ["True", "True"], line
         assert words[3:-2] == [str(agent) for agent in range(1, k + 1)], line
