@@ -107,6 +107,14 @@ _MISSING = THREADS
 # an H200, BENCHMARKS.md, twenty-third session).
 _CHOSEN_ROW = THREADS + 3
 _CHOSEN = THREAD_SLOTS * _CHOSEN_ROW
+
+
+@cuda.jit(device=True, inline=True)
+def _chosen_at(slot, column):
+    """The index in the chosen ids of row ``slot``, column ``column`` (an observer of the block)."""
+    return _U(_U(_U(slot) * _U(_CHOSEN_ROW)) + _U(column))
+
+
 # The narrow path marks the agents in four words of bits (``_nearest_marked``).
 assert THREADS == 4 * 32
 # 16-byte aligned position rows, read four at a time (the simulator takes no alignment).
@@ -168,7 +176,8 @@ def _marked_word(word, tid, count, px, py, ox, oy, beyond):
 def _without_word(j, b0, b1, b2, b3, bases):
     """The four words with word ``j`` (0, 1 or 2) dropped where it is empty: the words after it move
     up one, an empty word comes in last; ``bases`` (a byte a word: its first agent's id) likewise,
-    a zero byte coming in last."""
+    a zero byte coming in last. Before the walk for each word, and in it for the first word once
+    its last agent is taken."""
     empty = (b2 if j == 2 else (b1 if j == 1 else b0)) == _U(0)
     if j == 0:
         b0 = b1 if empty else b0
@@ -241,12 +250,7 @@ def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
     while b0 != _U(0):
         other = _U(_U(bases & _U(0xFF)) + _U(cuda.ffs(b0) - 1))
         b0 = _U(b0 & _U(b0 - _U(1)))
-        done = b0 == _U(0)
-        b0 = b1 if done else b0
-        b1 = b2 if done else b1
-        b2 = b3 if done else b2
-        b3 = _U(0) if done else b3
-        bases = _U(bases >> _U(8)) if done else bases
+        b0, b1, b2, b3, bases = _without_word(0, b0, b1, b2, b3, bases)
         square = squared_gap(ox, oy, px[other], py[other])
         within = _U(within + _U(square <= limit_square))
         _insert(gaps, ids, float32(math.sqrt(square)), int32(other))
@@ -258,7 +262,7 @@ def _nearest_marked(tid, k, count, limit_square, px, py, ox, oy, chosen):
             found = _U(found + _U(gaps[slot] < root))
     for slot in range(THREAD_SLOTS):
         if _U(slot) < found:
-            chosen[_U(_U(slot * _CHOSEN_ROW) + tid)] = ids[slot]
+            chosen[_chosen_at(slot, tid)] = ids[slot]
     return found
 
 
@@ -294,7 +298,7 @@ def _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled, foun
         g3, i3 = _from_gap(lane, 3, observer, count, xs, ys, flags, ox, oy, nearest_gap)
         mine = select_nearest(lane, first, k, g0, i0, g1, i1, g2, i2, g3, i3)
         if first <= lane and lane < k:
-            chosen[_U(_U(lane * _U(_CHOSEN_ROW)) + observer)] = _MISSING if mine == NO_AGENT else mine
+            chosen[_chosen_at(lane, observer)] = _MISSING if mine == NO_AGENT else mine
 
 
 @cuda.jit(device=True, inline=True)
@@ -363,7 +367,7 @@ def _write_warp_rows(
     while start < last:
         observer = _U(start + group)
         if group < groups and observer < last:
-            other = _U(chosen[_U(_U(slot * _U(_CHOSEN_ROW)) + observer)])
+            other = _U(chosen[_chosen_at(slot, observer)])
             nobody = other == _U(_MISSING)
             me = (
                 seen[0][observer],
@@ -444,7 +448,7 @@ def observe_nearest_by_threads(
     else:
         slot = _U(0)
         while slot < k:
-            chosen[_U(_U(slot * _U(_CHOSEN_ROW)) + tid)] = _MISSING
+            chosen[_chosen_at(slot, tid)] = _MISSING
             slot = _U(slot + _U(1))
     unsettled = _U(cuda.ballot_sync(_FULL, in_game and found < k))
     _search_by_warp(lane, warp, k, count, xs, ys, flags, chosen, unsettled, found, from_gap)
@@ -523,7 +527,7 @@ def _nearest_in_cells(
     if settled:
         for slot in range(THREAD_SLOTS):
             if _U(slot) < k:
-                chosen[_U(_U(slot * _CHOSEN_ROW) + tid)] = entries[slot]
+                chosen[_chosen_at(slot, tid)] = entries[slot]
     return settled
 
 
@@ -532,7 +536,7 @@ def _fill_column(chosen, tid, k, entry):
     """``entry`` in rows ``0 .. k-1`` of column ``tid`` of ``chosen``."""
     slot = _U(0)
     while slot < k:
-        chosen[_U(_U(slot * _U(_CHOSEN_ROW)) + tid)] = entry
+        chosen[_chosen_at(slot, tid)] = entry
         slot = _U(slot + _U(1))
 
 
@@ -557,7 +561,7 @@ def _write_grid_rows(
         local = _U(column + group)
         observer = _U(first_observer + local)
         if group < groups and local < end and observer < count:
-            entry = chosen[_U(_U(slot * _U(_CHOSEN_ROW)) + local)]
+            entry = chosen[_chosen_at(slot, local)]
             if entry != _LEFT:
                 row = obs[observer]
                 in_game = sflag[observer] == 1
