@@ -91,12 +91,16 @@ def env_only(
     repeats: int = 5,
     device: str = "cuda",
     block_observation: bool = True,
+    parts: int = 2,
 ) -> dict:
     """Env steps/s of ``random_rollout``: ``mode`` ``"rollout"`` is one ``random_rollout(steps)``
     (observations written once, after the last step; autoresets write final observations),
     ``"observed"`` is ``steps`` calls of ``random_rollout(1)`` (every step observed, as in
     training), each launched from Python, and ``"observed-graph"`` the same calls captured once in
-    a CUDA graph and replayed (as a training rollout replays its steps: no launch costs).
+    a CUDA graph and replayed (as a training rollout replays its steps: no launch costs), all
+    environments joined after every step; ``"observed-chains"`` the same steps in ``parts`` chains
+    of ``WarpVectorEnv.pipeline`` (each chain's ``random_rollout(1, envs=...)`` on its own stream,
+    joined after the last step), captured and replayed.
     ``agents_per_cell`` overrides ``GRID_AGENTS_PER_CELL`` (a kernel param: no recompilation).
     ``device`` "cpu": the CPU backend (no memory figure). ``block_observation`` False: observed by
     ``observe_agent`` in the step kernel, not by the block observation (games of up to 128
@@ -129,7 +133,15 @@ def env_only(
         for _ in range(steps):
             env.random_rollout(1)
 
-    replay = GraphReplay(observe_every_step, env.device) if mode == "observed-graph" else None
+    def observe_every_step_in_chains() -> None:
+        with env.pipeline(parts) as chains:
+            for _ in range(steps):
+                for chain in chains:
+                    with torch.cuda.stream(chain.stream):
+                        env.random_rollout(1, envs=chain.envs)
+
+    replayed = {"observed-graph": observe_every_step, "observed-chains": observe_every_step_in_chains}
+    replay = GraphReplay(replayed[mode], env.device) if mode in replayed else None
 
     def run() -> None:
         if mode == "rollout":
@@ -157,6 +169,7 @@ def env_only(
     return {
         "search": search,
         "mode": mode,
+        "parts": parts if mode == "observed-chains" else None,
         "block_observation": bool(getattr(env._kernels, "observes_by_block", False)),
         "agents_per_cell": agents_per_cell or default_density,
         "envs": num_envs,
@@ -268,7 +281,7 @@ def main(out_dir: str, parts: tuple[str, ...]) -> None:
         )
         cases = [
             (search, 2000, runners, steps, mode, None, 5, "cuda", block)
-            for mode in ("observed", "observed-graph")
+            for mode in ("observed", "observed-graph", "observed-chains")
             for search, runners, steps, block in rows
         ]
     if "cpu" in parts:  # the CPU backend at sizes a few cores step in seconds

@@ -268,6 +268,59 @@ def test_graph_replayed_steps_observe_apart_and_equal_launched_steps(game):
         assert tagged > 0 and ended > 0
 
 
+@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("capture", [True, False])
+def test_chains_of_a_pipeline_equal_whole_batch_steps(parts, capture):
+    """``WarpVectorEnv.pipeline``: each chain's random steps and steps of given actions on a stream of
+    its own, replayed from a CUDA graph (each chain's stages and observation launched apart, no
+    join between steps) or launched from Python (the one-launch kernel over the chain's blocks),
+    leave every buffer and state array as whole-batch steps do, bit for bit, through tags and
+    resets."""
+    chained, whole = _env(GAMES["published, tags often"], True), _env(GAMES["published, tags often"], True)
+    generator = torch.Generator(device="cuda").manual_seed(5)
+    high = torch.tensor(chained.definition.agent_groups(chained.params)[0].action_space.nvec, device="cuda")
+    actions = torch.empty_like(chained.actions_buffer)
+    steps = 6
+
+    def chained_steps():
+        with chained.pipeline(parts) as chains:
+            assert len(chains) == parts and len({chain.stream for chain in chains}) == parts
+            for number in range(steps):
+                for chain in chains:
+                    with torch.cuda.stream(chain.stream):
+                        if number % 3 == 2:
+                            chained.actions_buffer[chain.envs] = actions[chain.envs]
+                            chained.step_in_place(envs=chain.envs)
+                        else:
+                            chained.random_rollout(1, envs=chain.envs)
+
+    run = GraphReplay(chained_steps, chained.device) if capture else chained_steps
+    chained.reset(seed=3)
+    whole.reset(seed=3)
+    tagged = ended = 0
+    for _ in range(15):
+        actions.copy_(
+            (torch.rand(actions.shape, generator=generator, device="cuda") * high).to(actions.dtype)
+        )
+        run()
+        for number in range(steps):
+            if number % 3 == 2:
+                whole.actions_buffer.copy_(actions)
+                whole.step_in_place()
+            else:
+                whole.random_rollout(1)
+            tagged += int((~whole.buffers.active).sum())
+            ended += int((whole.buffers.terminated | whole.buffers.truncated).sum())
+        torch.cuda.synchronize()
+        for name in EnvBuffers._fields:
+            assert torch.equal(getattr(chained.buffers, name), getattr(whole.buffers, name)), name
+        for name, tensor in chained.state_tensors.items():
+            assert torch.equal(tensor, whole.state_tensors[name]), name
+    if capture:
+        assert run.captures == 1
+    assert tagged > 0 and ended > 0
+
+
 def test_full_observations_keep_observe_agent():
     env = _env({"num_taggers": 3, "num_runners": 12, "use_full_observation": True}, True)
     assert not env._kernels.observes_by_block

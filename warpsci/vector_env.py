@@ -8,6 +8,7 @@ Numba (``tensor.numpy()`` on the CPU, ``numba.cuda.as_cuda_array`` on CUDA) and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from typing import Any
@@ -31,6 +32,7 @@ from warpsci.environment import (
 )
 from warpsci.environment_checks import raise_named
 from warpsci.memory import check_fits, nbytes
+from warpsci.pipelines import SubBatch, pipelined
 
 _NUMPY_TO_TORCH = {
     np.dtype(np.float32): torch.float32,
@@ -340,18 +342,69 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             info,
         )
 
-    def step_in_place(self) -> None:
+    def step_in_place(self, envs: slice | None = None) -> None:
         """Step with the actions already in ``buffers.actions``; results stay in ``buffers``.
 
-        The fast path for trainers: no validation, no copies, no info dictionary.
+        The fast path for trainers: no validation, no copies, no info dictionary. ``envs``, a
+        :class:`~warpsci.pipelines.SubBatch`'s ``envs`` (see :meth:`pipeline`), steps those
+        environments alone; default every one. Raises ValueError for a range that the kernels
+        cannot step alone.
         """
+        first_count = self._env_range(envs)
         try:
             if self.device.type == "cpu":
-                self._kernels.step(*self._step_arguments())
+                self._kernels.step(*self._step_arguments(), envs=first_count)
             else:
-                self._kernels.step(*self._step_arguments(), self._stream())
+                self._kernels.step(*self._step_arguments(), self._stream(), envs=first_count)
         except Exception as error:
             raise_named(self.definition.name, error)
+
+    def pipeline(self, parts: int = 2) -> contextlib.AbstractContextManager[list[SubBatch]]:
+        """Chains of sub-batches (:mod:`warpsci.pipelines`), for loops whose work between steps
+        belongs to each environment alone: ``parts`` sub-batches (default 2; fewer where there
+        are fewer blocks of environments), each with a stream of its own forked from torch's
+        current stream, joined back into it when the ``with`` ends. Queue each chain's work on its
+        stream (``with torch.cuda.stream(chain.stream):``) and step it with ``envs=chain.envs``; a
+        chain reads and writes only its own environments' rows, and everything else waits for the
+        ``with`` to end. On the CPU backend the chains run one after another.
+
+        Raises ValueError for ``parts`` below 1, and on CUDA for environments that span several
+        blocks (they step all at once).
+        """
+        if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or parts < 1:
+            raise ValueError(f"parts must be a positive integer (sub-batches), got {parts!r}")
+        return pipelined(self.num_envs, int(parts), self._range_alignment(), self.device)
+
+    def _range_alignment(self) -> int:
+        alignment = self._kernels.range_alignment
+        if alignment is None:
+            raise ValueError(
+                f"{self.definition.name}: its environments span several CUDA blocks and step all at "
+                "once; step them without envs= or pipeline()"
+            )
+        return alignment
+
+    def _env_range(self, envs: slice | None) -> tuple[int, int] | None:
+        """``(first, count)`` of the environments ``envs`` names, or None for every environment."""
+        if envs is None:
+            return None
+        if not isinstance(envs, slice) or envs.step not in (None, 1):
+            raise ValueError(
+                "envs must be a slice of consecutive environments, such as a pipeline() chain's envs, "
+                f"got {envs!r}"
+            )
+        start, stop, _ = envs.indices(self.num_envs)
+        if stop <= start:
+            raise ValueError(f"envs {envs!r} names no environment of {self.num_envs}; give a non-empty slice")
+        if (start, stop) == (0, self.num_envs):
+            return None
+        alignment = self._range_alignment()
+        if start % alignment or (stop % alignment and stop != self.num_envs):
+            raise ValueError(
+                f"envs {start}:{stop}: a CUDA block steps {alignment} environments, so a range must start"
+                f" at a multiple of {alignment} and stop at one or at {self.num_envs}; use pipeline() chains"
+            )
+        return start, stop - start
 
     def _step_arguments(self) -> tuple:
         """What a step kernel is given: state, params, buffers, reset seed and time limit."""
@@ -378,9 +431,11 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         except Exception as error:
             raise_named(self.definition.name, error)
 
-    def random_rollout(self, num_steps: int) -> RandomRolloutStats:
+    def random_rollout(self, num_steps: int, envs: slice | None = None) -> RandomRolloutStats:
         """Advance every environment ``num_steps`` steps with uniform random actions, drawn inside
         the kernel: one launch for all the steps, nothing but the kernel's own work per step.
+        ``envs`` (as in :meth:`step_in_place`) advances those environments alone; the stats then
+        cover them alone.
 
         Each action is a pure function of (reset seed, environment, agent, tick), like every other
         draw (:mod:`warpsci.random`): the same on every backend, and the same actions that
@@ -396,6 +451,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
             raise RuntimeError("call reset() before random_rollout()")
         if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
             raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
+        first_count = self._env_range(envs)
         if self._random_rollout_arrays is None:
             from warpsci.backends.stages import agent_action_bounds
 
@@ -422,12 +478,13 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         )
         try:
             if self.device.type == "cpu":
-                self._kernels.random_steps(*arguments)
+                self._kernels.random_steps(*arguments, envs=first_count)
             else:
-                self._kernels.random_steps(*arguments, self._stream())
+                self._kernels.random_steps(*arguments, self._stream(), envs=first_count)
         except Exception as error:
             raise_named(self.definition.name, error)
-        return RandomRolloutStats(episodes=episodes, return_sum=self._agents_out(return_sum))
+        rows = slice(None) if first_count is None else slice(first_count[0], sum(first_count))
+        return RandomRolloutStats(episodes=episodes[rows], return_sum=self._agents_out(return_sum[rows]))
 
     def close(self, **kwargs: Any) -> None:
         """Release nothing: tensors are freed with the object."""

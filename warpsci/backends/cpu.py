@@ -70,15 +70,29 @@ class CpuKernels:
             self._keys_seed = seed
         return self._keys
 
+    #: A range of environments stepped on its own (``envs=`` of :meth:`step`, :meth:`random_steps`)
+    #: may start and stop anywhere (the CUDA backend's ranges follow its blocks).
+    range_alignment = 1
+
     def reset(self, state: Any, params: Any, buffers: Any, seed: int) -> None:
         """Reset every environment with ``seed`` and write the first observations."""
         keys = self._agent_keys(buffers, seed)
-        self._call("_reset_all", state, params, buffers, (np.int64(seed),), keys)
+        self._call("_reset_all", state, params, buffers, (np.int64(seed),), keys, *_whole(buffers))
 
-    def step(self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int) -> None:
-        """Apply ``buffers.actions`` to every environment, autoresetting those that finish."""
+    def step(
+        self,
+        state: Any,
+        params: Any,
+        buffers: Any,
+        seed: int,
+        max_episode_steps: int,
+        envs: tuple[int, int] | None = None,
+    ) -> None:
+        """Apply ``buffers.actions`` to every environment (or to ``envs``, ``(first, count)``,
+        alone), autoresetting those that finish."""
         keys = self._agent_keys(buffers, seed)
-        self._call("_step_all", state, params, buffers, (np.int64(seed), np.int64(max_episode_steps)), keys)
+        run = (np.int64(seed), np.int64(max_episode_steps))
+        self._call("_step_all", state, params, buffers, run, keys, *_range(buffers, envs))
 
     def random_steps(
         self,
@@ -90,10 +104,12 @@ class CpuKernels:
         num_steps: int,
         action_bounds: tuple[Any, Any],
         tallies: tuple[Any, Any],
+        envs: tuple[int, int] | None = None,
     ) -> None:
-        """``num_steps`` steps with uniform random actions drawn in the loop; ``tallies`` (episode
-        count per environment, return sum per agent) are zeroed at the start of the call, then
-        count the episodes that end during it."""
+        """``num_steps`` steps with uniform random actions drawn in the loop, of every environment
+        or of ``envs`` alone (as in :meth:`step`); ``tallies`` (episode count per environment,
+        return sum per agent) are zeroed at the start of the call, then count the episodes that
+        end during it."""
         self._call(
             "_random_steps_all",
             state,
@@ -105,7 +121,17 @@ class CpuKernels:
             tallies,
             self._agent_keys(buffers, seed),
             num_steps,
+            *_range(buffers, envs),
         )
+
+
+def _whole(buffers: Any) -> tuple[np.uint32, np.uint32]:
+    return np.uint32(0), np.uint32(buffers.rewards.shape[0])
+
+
+def _range(buffers: Any, envs: tuple[int, int] | None) -> tuple[np.uint32, np.uint32]:
+    """``(first, count)`` of the environments a call steps, as the parallel loops take them."""
+    return _whole(buffers) if envs is None else (np.uint32(envs[0]), np.uint32(envs[1]))
 
 
 @njit(parallel=True, cache=True)
@@ -123,15 +149,15 @@ CHUNK_SIZE = 1024
 
 
 @njit
-def _num_chunks(num_envs):
-    return max(1, (num_envs + CHUNK_SIZE - 1) // CHUNK_SIZE)
+def _num_chunks(count):
+    return max(1, (count + CHUNK_SIZE - 1) // CHUNK_SIZE)
 
 
 @njit
-def _chunk_bounds(chunk, num_chunks, num_envs):
-    """The ``uint32`` bounds of environments of ``chunk``."""
-    start = chunk * num_envs // num_chunks
-    return np.uint32(start), np.uint32((chunk + 1) * num_envs // num_chunks)
+def _chunk_bounds(chunk, num_chunks, first, count):
+    """The ``uint32`` bounds of environments of ``chunk`` of ``count`` environments from ``first``."""
+    start = first + chunk * count // num_chunks
+    return np.uint32(start), np.uint32(first + (chunk + 1) * count // num_chunks)
 
 
 _INLINE = njit(inline="always")
@@ -276,31 +302,31 @@ def _compile(definition: EnvironmentDefinition, one_agent: bool, reference_count
         observe_passes(state, params, buffers, run, start, stop, num_agents, keys)
 
     @cached_njit(label=f"{definition.name} reset", parallel=True)
-    def reset_all(state, params, buffers, run, keys):
-        num_envs, num_agents = buffers.rewards.shape
-        num_chunks = _num_chunks(num_envs)
+    def reset_all(state, params, buffers, run, keys, first, count):
+        num_agents = buffers.rewards.shape[1]
+        num_chunks = _num_chunks(count)
         for chunk in prange(num_chunks):
-            start, stop = _chunk_bounds(chunk, num_chunks, num_envs)
+            start, stop = _chunk_bounds(chunk, num_chunks, first, count)
             reset_range(state, params, buffers, run, start, stop, np.uint32(num_agents), keys)
 
     @cached_njit(label=f"{definition.name} step", parallel=True)
-    def step_all(state, params, buffers, run, keys):
-        num_envs, num_agents = buffers.rewards.shape
-        num_chunks = _num_chunks(num_envs)
+    def step_all(state, params, buffers, run, keys, first, count):
+        num_agents = buffers.rewards.shape[1]
+        num_chunks = _num_chunks(count)
         for chunk in prange(num_chunks):
-            start, stop = _chunk_bounds(chunk, num_chunks, num_envs)
+            start, stop = _chunk_bounds(chunk, num_chunks, first, count)
             step_range(state, params, buffers, run, start, stop, np.uint32(num_agents), keys)
 
     @cached_njit(label=f"{definition.name} random steps", parallel=True)
     def random_steps_all(
-        state, params, buffers, seed, max_episode_steps, action_bounds, tallies, keys, num_steps
+        state, params, buffers, seed, max_episode_steps, action_bounds, tallies, keys, num_steps, first, count
     ):
-        num_envs, num_agents = buffers.rewards.shape
-        num_chunks = _num_chunks(num_envs)
+        num_agents = buffers.rewards.shape[1]
+        num_chunks = _num_chunks(count)
         for chunk in prange(num_chunks):
             # Built inside the loop: a parallel loop cannot take a tuple that nests arrays in tuples.
             run = (seed, max_episode_steps, action_bounds, tallies)
-            start, stop = _chunk_bounds(chunk, num_chunks, num_envs)
+            start, stop = _chunk_bounds(chunk, num_chunks, first, count)
             random_steps_range(
                 state, params, buffers, run, start, stop, np.uint32(num_agents), keys, num_steps
             )

@@ -63,6 +63,7 @@ from warpsci.environment import (
     EnvironmentDefinition,
 )
 from warpsci.kernel_cache import cached_cuda_jit
+from warpsci.pipelines import sub_batches
 
 #: Default threads per block; see ``benchmarks/`` for the block-size search.
 DEFAULT_THREADS_PER_BLOCK = 128
@@ -107,19 +108,6 @@ MAX_STAGED_BYTES = 16 * 1024
 #: in 3, 22.5M in 4, 18.5M in 8; 2,000 x 1,000 1.037M -> 1.055M; 8,000 x 110 29.0M -> 29.5M.
 #: Results do not depend on it: each environment's blocks compute the same.
 SUB_BATCHES_APART = 2
-
-
-def sub_batches(num_envs: int, parts: int) -> list[tuple[int, int]]:
-    """``(first environment, environments)`` of ``parts`` sub-batches of ``num_envs`` as equal as
-    can be (the first ones one larger); fewer where there are fewer environments than parts."""
-    parts = max(1, min(parts, num_envs))
-    size, larger = divmod(num_envs, parts)
-    batches, first = [], 0
-    for part in range(parts):
-        count = size + (part < larger)
-        batches.append((first, count))
-        first += count
-    return batches
 
 
 def default_threads_per_block(num_agents: int) -> int:
@@ -240,15 +228,29 @@ class CudaKernels:
         module docstring)."""
         return self.observes_by_block and _capturing()
 
-    def _launch_one_block(self, kernel: int, stream: Any, *arguments: Any) -> None:
+    @property
+    def range_alignment(self) -> int | None:
+        """The environments of one block: a range of environments stepped on its own
+        (``envs=`` of :meth:`step`, :meth:`random_steps`) must start at a multiple of it and stop
+        at one or at the last environment. None where environments span several blocks, whose
+        stage launches step every environment."""
+        return None if self.multi_block else self.block[-1]
+
+    def _launch_one_block(
+        self, kernel: int, stream: Any, envs: tuple[int, int] | None, *arguments: Any
+    ) -> None:
         """Fused kernel ``kernel`` (0 reset, 1 step, 2 random steps) of environments in one block
-        each; observed apart where :meth:`observes_apart` says so, in sub-batches on streams of
-        their own (``stream`` must then be torch's current stream, as :class:`WarpVectorEnv`
-        passes)."""
+        each: every environment, or ``envs`` ``(first, count)`` alone (aligned as
+        :attr:`range_alignment` says). Observed apart where :meth:`observes_apart` says so; every
+        environment then runs in :data:`SUB_BATCHES_APART` sub-batches on streams of their own
+        (``stream`` must then be torch's current stream, as :class:`WarpVectorEnv` passes), a
+        range as one sub-batch on ``stream`` (its caller's chain)."""
+        first, count = (0, self.num_envs) if envs is None else envs
         if not self.observes_apart():
-            self._fused[kernel][self.grid, self.block, stream, self.shared_bytes](np.uint32(0), *arguments)
+            grid = -(-count // self.block[-1])
+            self._fused[kernel][grid, self.block, stream, self.shared_bytes](np.uint32(first), *arguments)
             return
-        batches = sub_batches(self.num_envs, SUB_BATCHES_APART)
+        batches = sub_batches(self.num_envs, SUB_BATCHES_APART) if envs is None else [envs]
         with _forked_streams(stream, len(batches)) as streams:
             for (first, count), batch_stream in zip(batches, streams, strict=True):
                 first_env = np.uint32(first)
@@ -263,17 +265,26 @@ class CudaKernels:
         if self.multi_block:
             self._launch_stages(self._staged.reset, state, params, buffers, run, stream)
         else:
-            self._launch_one_block(0, stream, state, params, buffers, run)
+            self._launch_one_block(0, stream, None, state, params, buffers, run)
 
     def step(
-        self, state: Any, params: Any, buffers: Any, seed: int, max_episode_steps: int, stream: Any = 0
+        self,
+        state: Any,
+        params: Any,
+        buffers: Any,
+        seed: int,
+        max_episode_steps: int,
+        stream: Any = 0,
+        envs: tuple[int, int] | None = None,
     ) -> None:
-        """Apply ``buffers.actions`` to every environment, autoresetting those that finish."""
+        """Apply ``buffers.actions`` to every environment (or to ``envs``, ``(first, count)``, alone;
+        see :attr:`range_alignment`), autoresetting those that finish."""
         run = (np.int64(seed), np.int64(max_episode_steps))
         if self.multi_block:
+            _check_whole(envs)
             self._launch_stages(self._staged.step, state, params, buffers, run, stream)
         else:
-            self._launch_one_block(1, stream, state, params, buffers, run)
+            self._launch_one_block(1, stream, envs, state, params, buffers, run)
 
     @property
     def fuses_policy_step(self) -> bool:
@@ -315,18 +326,21 @@ class CudaKernels:
         action_bounds: tuple[Any, Any],
         tallies: tuple[Any, Any],
         stream: Any = 0,
+        envs: tuple[int, int] | None = None,
     ) -> None:
         """``num_steps`` steps with uniform random actions drawn in the kernel (one launch when an
-        environment fits a block); ``tallies`` (episode count per environment, return sum per
-        agent) are zeroed at the start of the call, then count the episodes that end during it."""
+        environment fits a block), of every environment or of ``envs`` alone (as in :meth:`step`);
+        ``tallies`` (episode count per environment, return sum per agent) are zeroed at the start
+        of the call, then count the episodes that end during it."""
         run = (np.int64(seed), np.int64(max_episode_steps), action_bounds, tallies)
         if self.multi_block:
+            _check_whole(envs)
             self._launch_stages(self._staged.random_begin, state, params, buffers, run, stream)
             for _ in range(num_steps):
                 self._launch_stages(self._staged.random_step, state, params, buffers, run, stream)
             self._launch_stages(self._staged.observe, state, params, buffers, run, stream)
         else:
-            self._launch_one_block(2, stream, state, params, buffers, run, num_steps)
+            self._launch_one_block(2, stream, envs, state, params, buffers, run, num_steps)
 
     def _launch_stages(self, kernels: tuple, state, params, buffers, run, stream) -> None:
         env_blocks = (self.num_envs + 127) // 128
@@ -370,6 +384,14 @@ def _staged_width(definition: EnvironmentDefinition, num_agents: int, threads: i
     if num_agents > threads or staged_bytes(definition, threads) > MAX_STAGED_BYTES:
         return None
     return threads
+
+
+def _check_whole(envs: tuple[int, int] | None) -> None:
+    if envs is not None:
+        raise ValueError(
+            "environments that span several CUDA blocks step all at once (one launch per stage); "
+            "step them without envs="
+        )
 
 
 @contextlib.contextmanager

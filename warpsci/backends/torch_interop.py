@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 _STREAMS: dict[int, Any] = {}
-#: Side streams of each device, made once (see :func:`forked_streams`).
-_SIDE_STREAMS: dict[int, list[torch.cuda.Stream]] = {}
+#: Side streams of each device and pool, made once (see :func:`forked_torch_streams`).
+_SIDE_STREAMS: dict[tuple[int, str], list[torch.cuda.Stream]] = {}
 
 
 def numba_view(tensor: torch.Tensor) -> Any:
@@ -48,23 +48,33 @@ def _numba_stream(stream: torch.cuda.Stream) -> Any:
 
 
 @contextlib.contextmanager
-def forked_streams(count: int) -> Iterator[list[Any]]:
-    """Numba handles of ``count`` side streams of the current device that start after the work
-    queued so far on torch's current stream; on leaving (on an error too), the current stream waits
-    for all that was queued on them. Captured in a CUDA graph this forks the graph into branches
-    and joins them. The same side streams serve every call; they come from torch's stream pool,
-    which ``torch.cuda.graph`` fills before it starts capturing."""
+def forked_torch_streams(count: int, pool: str = "sub-batches") -> Iterator[list[torch.cuda.Stream]]:
+    """``count`` side streams of the current device that start after the work queued so far on
+    torch's current stream; on leaving (on an error too), the current stream waits for all that was
+    queued on them. Captured in a CUDA graph this forks the graph into branches and joins them.
+
+    The same side streams serve every call with the same ``pool`` (a name: the backend's
+    sub-batches and :mod:`warpsci.pipelines`' chains use two, so that a chain's stream is never
+    one of the sub-batches' sides). They come from torch's stream pool, which ``torch.cuda.graph``
+    fills before it starts capturing."""
     device = torch.cuda.current_device()
-    sides = _SIDE_STREAMS.setdefault(device, [])
+    sides = _SIDE_STREAMS.setdefault((device, pool), [])
     while len(sides) < count:
         sides.append(torch.cuda.Stream(device))
     current = torch.cuda.current_stream(device)
     for side in sides[:count]:
         side.wait_stream(current)
     try:
-        yield [_numba_stream(side) for side in sides[:count]]
+        yield sides[:count]
     finally:
         # Joined on an error too: a capture left with branches unjoined would report that, not
         # the error.
         for side in sides[:count]:
             current.wait_stream(side)
+
+
+@contextlib.contextmanager
+def forked_streams(count: int) -> Iterator[list[Any]]:
+    """Numba handles of :func:`forked_torch_streams`' side streams (the backend's sub-batches)."""
+    with forked_torch_streams(count) as sides:
+        yield [_numba_stream(side) for side in sides]

@@ -69,17 +69,22 @@ class HostKernelRunner:
     def reset(self, seed: int) -> None:
         self._run(lambda state, params, buffers: self._kernels.reset(state, params, buffers, seed))
 
-    def step(self, actions: np.ndarray, seed: int) -> None:
+    def step(self, actions: np.ndarray, seed: int, envs: tuple[int, int] | None = None) -> None:
+        """One step with ``actions`` (of every environment); ``envs`` ``(first, count)`` steps those
+        environments alone (the backends' ``envs=``)."""
         self.buffers.actions[...] = actions.reshape(self.buffers.actions.shape)
         self._run(
             lambda state, params, buffers: self._kernels.step(
-                state, params, buffers, seed, self.max_episode_steps
+                state, params, buffers, seed, self.max_episode_steps, envs=envs
             )
         )
 
-    def random_steps(self, num_steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """``num_steps`` steps with the kernels' own uniform random actions (one launch); returns
-        ``(episodes ended per environment, sum of their returns per agent)``."""
+    def random_steps(
+        self, num_steps: int, seed: int, envs: tuple[int, int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``num_steps`` steps with the kernels' own uniform random actions (one launch), of every
+        environment or of ``envs`` ``(first, count)`` alone; returns ``(episodes ended per
+        environment, sum of their returns per agent)`` (stale values outside ``envs``)."""
         num_envs, num_agents = self.buffers.rewards.shape
         actions = self.buffers.actions
         low, high = agent_action_bounds(self.groups, num_agents, 1 if actions.ndim == 2 else actions.shape[2])
@@ -98,6 +103,7 @@ class HostKernelRunner:
                 num_steps,
                 (low, high),
                 (episodes, return_sum),
+                envs=envs,
             )
 
         self._run(launch, extras)
