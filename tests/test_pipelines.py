@@ -10,6 +10,7 @@ streams of their own, captured in a graph, in the GPU test there too.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -108,15 +109,21 @@ def test_steps_in_place_of_ranges_equal_a_step_of_every_environment(env_id):
         assert_same_arrays(ranged, whole)
 
 
-def test_a_range_leaves_the_other_environments_as_they_were():
-    env = make_env("TagContinuous-v0", 5)
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "TagContinuous-v0"])
+def test_a_range_leaves_the_other_environments_as_they_were(env_id):
+    env = make_env(env_id, 5)
     env.reset()
-    before = {name: tensor.clone() for name, tensor in env.state_tensors.items()}
+    env.random_rollout(2)  # rewards, actions and flags of every environment set
+    arrays = {
+        **env.state_tensors,
+        **{f"buffers.{name}": getattr(env.buffers, name) for name in env.buffers._fields},
+    }
+    before = {name: tensor.clone() for name, tensor in arrays.items()}
     env.random_rollout(3, envs=slice(1, 3))
-    for name, tensor in env.state_tensors.items():
+    for name, tensor in arrays.items():
         if tensor.shape[:1] == (5,):
             assert torch.equal(tensor[[0, 3, 4]], before[name][[0, 3, 4]]), name
-    assert not torch.equal(env.state_tensors["x"][1:3], before["x"][1:3])
+    assert not torch.equal(env.buffers.obs[1:3], before["buffers.obs"][1:3])
 
 
 @pytest.mark.parametrize(
@@ -126,6 +133,8 @@ def test_a_range_leaves_the_other_environments_as_they_were():
         ([0, 1], "envs must be a slice of consecutive environments"),
         (slice(3, 3), "names no environment of 5"),
         (slice(7, 9), "names no environment of 5"),
+        (slice(0, 2.5), "with integer bounds"),
+        (slice(True, 3), "with integer bounds"),
     ],
 )
 def test_a_bad_range_is_refused_in_one_line(envs, message):
@@ -213,3 +222,115 @@ def test_ranges_of_blocks_under_the_simulator_equal_whole_batch_steps_on_the_cpu
     assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
     assert "ranges agree" in result.stdout
     assert "step them without envs=" in result.stdout
+
+
+def test_ranges_must_follow_the_kernels_blocks():
+    """On CUDA a block steps several environments of one agent (``range_alignment``); a range that
+    would cut a block is refused, and the pipeline's chains follow the blocks."""
+    env = make_env("CartPole-v1", 10)
+    env.reset()
+    env._kernels.range_alignment = 4  # as a CUDA backend with four environments a block
+    for envs in (slice(1, 4), slice(0, 5), slice(4, 9)):
+        with pytest.raises(ValueError, match="must start at a multiple of 4 and stop at one or at 10"):
+            env.step_in_place(envs=envs)
+    env.step_in_place(envs=slice(8, 10))  # stops at the last environment
+    env.step_in_place(envs=slice(4, 8))
+    with env.pipeline(parts=3) as chains:
+        assert [chain.envs for chain in chains] == [slice(0, 4), slice(4, 8), slice(8, 10)]
+
+
+def test_environments_that_span_several_blocks_step_whole():
+    env = make_env("CartPole-v1", 4)
+    env.reset()
+    env._kernels.range_alignment = None  # as a CUDA backend whose environments span several blocks
+    with pytest.raises(ValueError, match="span several CUDA blocks and step all at once"):
+        env.step_in_place(envs=slice(0, 2))
+    with pytest.raises(ValueError, match="span several CUDA blocks and step all at once"):
+        env.pipeline(2)
+    env.step_in_place(envs=slice(0, 4))  # every environment: allowed
+
+
+def test_inside_a_pipeline_only_a_chains_own_environments_step():
+    env = make_env("TagGridworld-v0", 6)
+    env.reset()
+    actions = {group.name: torch.zeros(6, group.size, dtype=torch.int64) for group in env.groups}
+    whole_calls = [
+        (lambda: env.reset(), "reset()"),
+        (lambda: env.step_in_place(), "a call without envs="),
+        (lambda: env.random_rollout(1), "a call without envs="),
+        (lambda: env.step(actions), "a call without envs="),
+        (lambda: env.pipeline(2), "pipeline()"),
+    ]
+    with env.pipeline(parts=2) as chains:
+        for call, refused in whole_calls:
+            with pytest.raises(RuntimeError, match=re.escape(refused) + " takes every environment"):
+                call()
+        with pytest.raises(
+            ValueError, match=r"envs 2:4 lie in no one chain of the open pipeline \(0:3, 3:6\)"
+        ):
+            env.step_in_place(envs=slice(2, 4))
+        env.random_rollout(1, envs=slice(1, 3))  # within the first chain
+        env.random_rollout(1, envs=chains[1].envs)
+    env.random_rollout(1)  # after the with: every environment again
+    with pytest.raises(KeyError), env.pipeline(2):
+        raise KeyError("an error inside the with")
+    env.step_in_place()  # the pipeline closed on the error too
+
+
+TAG_APART_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    import numpy as np
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        sys.exit("the CUDA simulator is not enabled")
+
+    sys.path.insert(0, "tests")
+    from test_tag_continuous import TEST5
+
+    import warpsci.backends.cuda as backend
+    from warpsci import simulated_warps
+    from warpsci.envs.tag_continuous import TAG_CONTINUOUS, TagContinuousParams
+    from warpsci.testing.kernel_runner import HostKernelRunner
+
+    simulated_warps.enable()
+    backend._capturing = lambda: True  # as in a CUDA graph: the stages and the observation apart
+    crowded = {"num_taggers": 3, "num_runners": 9, "grid_length": 1.0, "num_other_agents_observed": 4,
+               "tagging_distance": 0.1, "episode_length": 3}
+    params = TagContinuousParams(**{**TEST5, **crowded})
+    cpu = HostKernelRunner(TAG_CONTINUOUS, 3, "cpu", params=params)
+    cuda = HostKernelRunner(TAG_CONTINUOUS, 3, "cuda", params=params, threads_per_block=128)
+    assert cuda._kernels.observes_apart() and cuda._kernels.range_alignment == 1
+    cpu.reset(7)
+    cuda.reset(7)
+    def arrays(runner):
+        return [*zip(runner.buffers._fields, runner.buffers), *zip(runner.state._fields, runner.state)]
+
+    before = {name: array.copy() for name, array in arrays(cuda)}
+    cuda.random_steps(4, 7, envs=(1, 2))
+    for name, array in arrays(cuda):
+        if array.shape[:1] == (3,) and not np.array_equal(array[0], before[name][0]):
+            sys.exit(f"environment 0 changed by a range of 1 and 2: {name}")
+    if np.array_equal(cuda.buffers.obs[1:], before["obs"][1:]):
+        sys.exit("the range's observations did not change")
+    cuda.random_steps(4, 7, envs=(0, 1))
+    cpu.random_steps(4, 7)
+    for (name, host), (_, simulated) in zip(arrays(cpu), arrays(cuda)):
+        if not np.allclose(host, simulated, atol=1e-5, equal_nan=True):
+            sys.exit(f"{name} differs\\ncpu: {host.tolist()}\\nsim: {simulated.tolist()}")
+    if cpu.buffers.tick.max() >= 8:
+        sys.exit("no episode ended in 8 steps: resets were not compared")
+    print("apart ranges agree")
+    """
+)
+
+
+def test_ranges_observed_apart_under_the_simulator_leave_the_rest_and_equal_the_cpu():
+    """The captured path of a chain's step (a range's stages and block observation as launches of
+    their own, forced here): it leaves the environments outside the range as they were, and the
+    ranges together end where the CPU's whole-batch steps end (crowded: tags, and resets after 3)."""
+    result = run_script(TAG_APART_SCRIPT, simulator=True)
+    assert result.returncode == 0, f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
+    assert "apart ranges agree" in result.stdout

@@ -13,7 +13,7 @@ PufferLib's double-buffered pools step their environments in parts for the same 
         for _ in range(num_steps):
             for chain in chains:
                 with torch.cuda.stream(chain.stream):
-                    env.buffers.actions[chain.envs] = policy(env.buffers.obs[chain.envs])
+                    env.actions_buffer[chain.envs] = policy(env.buffers.obs[chain.envs])
                     env.step_in_place(envs=chain.envs)
     # here every chain has joined torch's current stream again
 
@@ -42,8 +42,10 @@ class SubBatch:
         envs: The chain's environments, ``slice(start, stop)`` (pass it as ``envs=`` to the
             environment's ``step_in_place`` and ``random_rollout``, and index its buffers with it).
         stream: The ``torch.cuda.Stream`` that the chain's work must be queued on (``with
-            torch.cuda.stream(chain.stream):``); None on the CPU backend, where that ``with`` does
-            nothing and the chains run one after another.
+            torch.cuda.stream(chain.stream):``): the first chain's is torch's current stream, the
+            others' side streams forked from it (from torch's pool of 32 streams a device: more
+            chains share them). None on the CPU backend, where that ``with`` does nothing and the
+            chains run one after another.
     """
 
     envs: slice

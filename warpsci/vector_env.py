@@ -184,6 +184,8 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         self._place_params()
         self._build_backend(threads_per_block, block_observation)
         self._has_reset = False
+        #: The chains of the open :meth:`pipeline`, None outside one.
+        self._chains: list[SubBatch] | None = None
 
     def _set_spaces(
         self, observation_space: gymnasium.Space | None, action_space: gymnasium.Space | None
@@ -302,6 +304,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         """
         if options:
             raise ValueError(f"reset options are not supported, got {options!r}")
+        self._refuse_in_pipeline("reset()")
         if seed is not None:
             self._next_seed = _seed_to_int(seed)
         self._seed = self._next_seed
@@ -347,8 +350,10 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
 
         The fast path for trainers: no validation, no copies, no info dictionary. ``envs``, a
         :class:`~warpsci.pipelines.SubBatch`'s ``envs`` (see :meth:`pipeline`), steps those
-        environments alone; default every one. Raises ValueError for a range that the kernels
-        cannot step alone.
+        environments alone; default every one. Raises ValueError for a range that is not a
+        non-empty slice of consecutive environments, that the kernels cannot step alone (see
+        :meth:`pipeline`), or that lies outside one chain of an open pipeline; RuntimeError inside
+        a pipeline for a call without ``envs`` or one on another stream than its chain's.
         """
         first_count = self._env_range(envs)
         try:
@@ -362,18 +367,55 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
     def pipeline(self, parts: int = 2) -> contextlib.AbstractContextManager[list[SubBatch]]:
         """Chains of sub-batches (:mod:`warpsci.pipelines`), for loops whose work between steps
         belongs to each environment alone: ``parts`` sub-batches (default 2; fewer where there
-        are fewer blocks of environments), each with a stream of its own forked from torch's
-        current stream, joined back into it when the ``with`` ends. Queue each chain's work on its
-        stream (``with torch.cuda.stream(chain.stream):``) and step it with ``envs=chain.envs``; a
-        chain reads and writes only its own environments' rows, and everything else waits for the
-        ``with`` to end. On the CPU backend the chains run one after another.
+        are fewer blocks of environments). The first chain runs on torch's current stream, the
+        others on side streams forked from it (from torch's pool of 32 streams a device: more
+        chains share them), joined back into it when the ``with`` ends.
+
+        Inside the ``with``, queue each chain's work on its stream (``with
+        torch.cuda.stream(chain.stream):``) and step it with ``envs=chain.envs``. A chain's work
+        must read and write only its own environments' rows: the chains are not ordered with one
+        another until the ``with`` ends. The environment refuses what would break that: a step or
+        reset of every environment, a range outside one chain, a range stepped on another stream
+        than its chain's. On the CPU backend the chains run one after another.
 
         Raises ValueError for ``parts`` below 1, and on CUDA for environments that span several
-        blocks (they step all at once).
+        blocks (they step all at once); RuntimeError inside a pipeline of this environment.
         """
         if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or parts < 1:
             raise ValueError(f"parts must be a positive integer (sub-batches), got {parts!r}")
-        return pipelined(self.num_envs, int(parts), self._range_alignment(), self.device)
+        self._refuse_in_pipeline("pipeline()")
+        return self._open_chains(pipelined(self.num_envs, int(parts), self._range_alignment(), self.device))
+
+    @contextlib.contextmanager
+    def _open_chains(self, chains_context: contextlib.AbstractContextManager[list[SubBatch]]):
+        with chains_context as chains:
+            self._chains = chains
+            try:
+                yield chains
+            finally:
+                self._chains = None
+
+    def _refuse_in_pipeline(self, call: str) -> None:
+        if self._chains is not None:
+            raise RuntimeError(
+                f"{call} takes every environment, and the chains of env.pipeline() are not ordered with one "
+                "another; step each chain with envs=chain.envs inside the with, the rest after it"
+            )
+
+    def _check_in_chain(self, start: int, stop: int) -> None:
+        """Inside a pipeline: ``start:stop`` must lie within one chain, stepped on its stream."""
+        for chain in self._chains or ():
+            if chain.envs.start <= start and stop <= chain.envs.stop:
+                if chain.stream is not None and torch.cuda.current_stream(self.device) != chain.stream:
+                    raise RuntimeError(
+                        f"envs {start}:{stop} were stepped on another stream than their chain's; queue a "
+                        "chain's work inside `with torch.cuda.stream(chain.stream):`"
+                    )
+                return
+        chains = ", ".join(f"{chain.envs.start}:{chain.envs.stop}" for chain in self._chains or ())
+        raise ValueError(
+            f"envs {start}:{stop} lie in no one chain of the open pipeline ({chains}); step a chain's envs"
+        )
 
     def _range_alignment(self) -> int:
         alignment = self._kernels.range_alignment
@@ -387,15 +429,26 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
     def _env_range(self, envs: slice | None) -> tuple[int, int] | None:
         """``(first, count)`` of the environments ``envs`` names, or None for every environment."""
         if envs is None:
+            self._refuse_in_pipeline("a call without envs=")
             return None
-        if not isinstance(envs, slice) or envs.step not in (None, 1):
+        bounds_are_integers = (
+            all(
+                bound is None or (isinstance(bound, (int, np.integer)) and not isinstance(bound, bool))
+                for bound in (envs.start, envs.stop)
+            )
+            if isinstance(envs, slice)
+            else False
+        )
+        if not bounds_are_integers or envs.step not in (None, 1):
             raise ValueError(
-                "envs must be a slice of consecutive environments, such as a pipeline() chain's envs, "
-                f"got {envs!r}"
+                "envs must be a slice of consecutive environments with integer bounds, such as a "
+                f"pipeline() chain's envs, got {envs!r}"
             )
         start, stop, _ = envs.indices(self.num_envs)
         if stop <= start:
             raise ValueError(f"envs {envs!r} names no environment of {self.num_envs}; give a non-empty slice")
+        if self._chains is not None:
+            self._check_in_chain(start, stop)
         if (start, stop) == (0, self.num_envs):
             return None
         alignment = self._range_alignment()
@@ -424,6 +477,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         ``actions_buffer``, the environment steps as in :meth:`step_in_place`, and
         ``recorder(env, record_arguments)`` copies the results into the rollout buffer (the Numba
         functions of :mod:`warpsci.rollout_kernels`)."""
+        self._refuse_in_pipeline("policy_step_in_place()")
         try:
             self._kernels.policy_step(
                 sampler, sample_arguments, recorder, record_arguments, *self._step_arguments(), self._stream()
@@ -445,7 +499,8 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         step) and ``actions_buffer`` its actions.
 
         Use it for random-policy baselines, exploration warm-up, and env-only throughput. Raises
-        ValueError for a ``num_steps`` below 1 and for Box spaces with infinite bounds.
+        ValueError for a ``num_steps`` below 1, for Box spaces with infinite bounds and for
+        ``envs`` as :meth:`step_in_place` does; RuntimeError as :meth:`step_in_place` does.
         """
         if not self._has_reset:
             raise RuntimeError("call reset() before random_rollout()")

@@ -54,9 +54,10 @@ def forked_torch_streams(count: int, pool: str = "sub-batches") -> Iterator[list
     queued on them. Captured in a CUDA graph this forks the graph into branches and joins them.
 
     The same side streams serve every call with the same ``pool`` (a name: the backend's
-    sub-batches and :mod:`warpsci.pipelines`' chains use two, so that a chain's stream is never
-    one of the sub-batches' sides). They come from torch's stream pool, which ``torch.cuda.graph``
-    fills before it starts capturing."""
+    sub-batches and :mod:`warpsci.pipelines`' chains keep lists of their own). They come from
+    torch's stream pool, which ``torch.cuda.graph`` fills before it starts capturing; it hands out
+    32 streams a device in turn, so a stream may serve two lists, which orders their work but
+    never breaks it."""
     device = torch.cuda.current_device()
     sides = _SIDE_STREAMS.setdefault((device, pool), [])
     while len(sides) < count:
