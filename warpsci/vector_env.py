@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium
@@ -387,7 +388,9 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         return self._open_chains(pipelined(self.num_envs, int(parts), self._range_alignment(), self.device))
 
     @contextlib.contextmanager
-    def _open_chains(self, chains_context: contextlib.AbstractContextManager[list[SubBatch]]):
+    def _open_chains(
+        self, chains_context: contextlib.AbstractContextManager[list[SubBatch]]
+    ) -> Iterator[list[SubBatch]]:
         with chains_context as chains:
             self._chains = chains
             try:
