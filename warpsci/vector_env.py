@@ -434,15 +434,7 @@ class WarpVectorEnv(gymnasium.vector.VectorEnv):
         if envs is None:
             self._refuse_in_pipeline("a call without envs=")
             return None
-        bounds_are_integers = (
-            all(
-                bound is None or (isinstance(bound, (int, np.integer)) and not isinstance(bound, bool))
-                for bound in (envs.start, envs.stop)
-            )
-            if isinstance(envs, slice)
-            else False
-        )
-        if not bounds_are_integers or envs.step not in (None, 1):
+        if not _is_consecutive_slice(envs):
             raise ValueError(
                 "envs must be a slice of consecutive environments with integer bounds, such as a "
                 f"pipeline() chain's envs, got {envs!r}"
@@ -664,6 +656,16 @@ def _with_agents(space: gymnasium.Space | None, num_agents: int) -> gymnasium.Sp
     if space is None or num_agents == 1:
         return space
     return batch_space(space, num_agents)
+
+
+def _is_consecutive_slice(envs: object) -> bool:
+    """Whether ``envs`` is a slice of step 1 whose bounds are integers or absent."""
+    if not isinstance(envs, slice) or envs.step not in (None, 1):
+        return False
+    return all(
+        bound is None or (isinstance(bound, (int, np.integer)) and not isinstance(bound, bool))
+        for bound in (envs.start, envs.stop)
+    )
 
 
 def _seed_to_int(seed: Any) -> int:

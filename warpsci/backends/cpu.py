@@ -77,7 +77,7 @@ class CpuKernels:
     def reset(self, state: Any, params: Any, buffers: Any, seed: int) -> None:
         """Reset every environment with ``seed`` and write the first observations."""
         keys = self._agent_keys(buffers, seed)
-        self._call("_reset_all", state, params, buffers, (np.int64(seed),), keys, *_whole(buffers))
+        self._call("_reset_all", state, params, buffers, (np.int64(seed),), keys, *_range(buffers, None))
 
     def step(
         self,
@@ -125,13 +125,11 @@ class CpuKernels:
         )
 
 
-def _whole(buffers: Any) -> tuple[np.uint32, np.uint32]:
-    return np.uint32(0), np.uint32(buffers.rewards.shape[0])
-
-
 def _range(buffers: Any, envs: tuple[int, int] | None) -> tuple[np.uint32, np.uint32]:
-    """``(first, count)`` of the environments a call steps, as the parallel loops take them."""
-    return _whole(buffers) if envs is None else (np.uint32(envs[0]), np.uint32(envs[1]))
+    """``(first, count)`` of the environments a call steps (``envs``, or every one where it is
+    None), as the parallel loops take them."""
+    first, count = (0, buffers.rewards.shape[0]) if envs is None else envs
+    return np.uint32(first), np.uint32(count)
 
 
 @njit(parallel=True, cache=True)
